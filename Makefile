@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine with only python3 and make:
+#   make test   create .venv, install pinned versions, run the whole suite
+#   make demo   create .venv, install pinned versions, run the demo
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo bench install clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	MPLBACKEND=Agg $(PY) examples/rigid_body.py
+
+bench: $(STAMP)
+	MPLBACKEND=Agg $(PY) benchmarks/rigid_body.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache
