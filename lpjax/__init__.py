@@ -1,0 +1,18 @@
+"""lpjax: structure-preserving, differentiable integrators for Lie–Poisson systems."""
+
+from . import algebras as algebras, diagnostics as diagnostics, systems as systems
+from ._integrate import Solution as Solution, integrate as integrate
+from ._integrator import (
+    AbstractIntegrator as AbstractIntegrator,
+    GaussLegendre as GaussLegendre,
+    RESULTS as RESULTS,
+    RK4 as RK4,
+    StepInfo as StepInfo,
+)
+from ._system import (
+    AbstractSystem as AbstractSystem,
+    CanonicalSystem as CanonicalSystem,
+    LiePoissonSystem as LiePoissonSystem,
+)
+
+__version__ = "0.1.0"

@@ -1,0 +1,10 @@
+from ._base import LieAlgebra as LieAlgebra
+from ._constructors import (
+    euclidean as euclidean,
+    from_matrix_basis as from_matrix_basis,
+    se3 as se3,
+    semidirect as semidirect,
+    so as so,
+    so3 as so3,
+    so21 as so21,
+)

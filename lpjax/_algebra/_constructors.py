@@ -1,0 +1,123 @@
+"""Standard Lie algebras: so(3), so(n), se(3), e(n) = so(n) ⋉ Rⁿ, so(2,1), semidirect products."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from jaxtyping import ArrayLike
+
+from ._base import LieAlgebra
+
+__all__ = ["so3", "so", "se3", "euclidean", "so21", "semidirect", "from_matrix_basis"]
+
+
+def from_matrix_basis(basis: ArrayLike, *, name: str = "LieAlgebra") -> LieAlgebra:
+    """Lie algebra spanned by matrices ``E_i``; ``c_ij^k`` from ``[E_i, E_j] = c_ij^k E_k``.
+
+    Raises ``ValueError`` if the span is not closed under the commutator.
+    """
+    basis = np.asarray(basis, dtype=np.float64)
+    if basis.ndim != 3 or basis.shape[1] != basis.shape[2]:
+        raise ValueError(f"{name}: matrix basis must have shape (n, m, m), got {basis.shape}")
+    n = basis.shape[0]
+    flat = basis.reshape(n, -1)
+    comm = np.einsum("iab,jbc->ijac", basis, basis)
+    comm = (comm - np.swapaxes(comm, 0, 1)).reshape(n * n, -1)
+    coeffs, *_ = np.linalg.lstsq(flat.T, comm.T, rcond=None)  # (n, n*n)
+    resid = np.max(np.abs(coeffs.T @ flat - comm)) if n else 0.0
+    if resid > 1e-10 * max(1.0, np.max(np.abs(comm))):
+        raise ValueError(f"{name}: the span of the matrices is not closed under [A, B] = AB - BA")
+    c = coeffs.T.reshape(n, n, n)
+    c[np.abs(c) < 1e-14] = 0.0
+    return LieAlgebra(c, name=name, matrix_basis=basis)
+
+
+def _levi_civita() -> np.ndarray:
+    eps = np.zeros((3, 3, 3))
+    for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
+        eps[i, j, k], eps[j, i, k] = 1.0, -1.0
+    return eps
+
+
+def so3() -> LieAlgebra:
+    """so(3) ≅ (R³, ×): ``c_ij^k = ε_ijk`` and ``hat(x) y = x × y``."""
+    eps = _levi_civita()
+    basis = -eps  # hat(e_i)[a, b] = -ε_iab, so hat(x) @ y = x × y
+    return LieAlgebra(eps, name="so(3)", matrix_basis=basis)
+
+
+def so(n: int) -> LieAlgebra:
+    """so(n), n ≥ 2, in the basis ``E_(ij) = e_i e_jᵀ − e_j e_iᵀ`` (i < j, lexicographic).
+
+    These coordinates are the upper-triangle entries of a skew matrix and are orthonormal
+    for ``<ξ, η> = −½ tr(ξη)`` (seed 000, sec. 4). For n = 3 the ordering is
+    ``(ξ_12, ξ_13, ξ_23)``, which differs from :func:`so3`'s cross-product coordinates.
+    """
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 2:
+        raise ValueError(f"so(n) needs an integer n >= 2, got {n!r}")
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    basis = np.zeros((len(pairs), n, n))
+    for a, (i, j) in enumerate(pairs):
+        basis[a, i, j], basis[a, j, i] = 1.0, -1.0
+    return from_matrix_basis(basis, name=f"so({n})")
+
+
+def so21() -> LieAlgebra:
+    """so(2,1) with the basis of seed 002, sec. 5.2 (Bianchi type VIII).
+
+    ``E1 = [[0,0,0],[0,0,1],[0,1,0]]``, ``E2 = [[0,0,1],[0,0,0],[1,0,0]]``,
+    ``E3 = [[0,-1,0],[1,0,0],[0,0,0]]``; then ``mu_k c_ij^k`` is the matrix printed there.
+    """
+    E1 = [[0, 0, 0], [0, 0, 1], [0, 1, 0]]
+    E2 = [[0, 0, 1], [0, 0, 0], [1, 0, 0]]
+    E3 = [[0, -1, 0], [1, 0, 0], [0, 0, 0]]
+    return from_matrix_basis(np.array([E1, E2, E3], dtype=np.float64), name="so(2,1)")
+
+
+def semidirect(
+    algebra: LieAlgebra, representation: Optional[ArrayLike] = None, *, name: Optional[str] = None
+) -> LieAlgebra:
+    r"""Semidirect product 𝔤 ⋉ V for a representation ρ: 𝔤 → gl(V).
+
+    Coordinates ``(ξ, u)`` with ξ first. The bracket is
+    ``[(ξ, u), (η, v)] = ([ξ, η], ρ(ξ) v − ρ(η) u)`` (seed 000, sec. 2).
+    ``representation`` holds the matrices ``ρ(E_i)``, shape ``(dim 𝔤, m, m)``; ``None`` takes
+    the defining representation ``algebra.matrix_basis``, and then the product also gets the
+    affine matrix basis ``[[ξ̂, u], [0, 0]]``. The Jacobi check rejects a ρ that is not a
+    representation.
+    """
+    n = algebra.dim
+    if representation is None:
+        if algebra.matrix_basis is None:
+            raise ValueError(f"semidirect: {algebra.name} has no matrix basis; pass a representation")
+        rho = algebra.matrix_basis
+    else:
+        rho = np.asarray(representation, dtype=np.float64)
+    if rho.ndim != 3 or rho.shape[0] != n or rho.shape[1] != rho.shape[2]:
+        raise ValueError(f"semidirect: representation must have shape ({n}, m, m), got {rho.shape}")
+    m = rho.shape[1]
+    d = n + m
+    c = np.zeros((d, d, d))
+    c[:n, :n, :n] = algebra.structure_constants
+    # [E_i, e_a] = ρ(E_i) e_a = ρ_i[b, a] e_b
+    c[:n, n:, n:] = np.transpose(rho, (0, 2, 1))
+    c[n:, :n, n:] = -np.transpose(rho, (2, 0, 1))
+    name = name or f"{algebra.name} ⋉ R^{m}"
+    basis = None
+    if representation is None:
+        basis = np.zeros((d, m + 1, m + 1))
+        basis[:n, :m, :m] = rho
+        for a in range(m):
+            basis[n + a, a, m] = 1.0
+    return LieAlgebra(c, name=name, matrix_basis=basis)
+
+
+def se3() -> LieAlgebra:
+    """se(3) = so(3) ⋉ R³ with coordinates (ω, v): ``[(ξ,u),(η,v)] = (ξ×η, ξ×v − η×u)``."""
+    return semidirect(so3(), name="se(3)")
+
+
+def euclidean(n: int) -> LieAlgebra:
+    """e(n) = so(n) ⋉ Rⁿ (seed 000, sec. 4), coordinates (upper triangle of M, P)."""
+    return semidirect(so(n), name=f"e({n})")

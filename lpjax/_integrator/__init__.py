@@ -1,0 +1,7 @@
+from ._base import (
+    AbstractIntegrator as AbstractIntegrator,
+    RESULTS as RESULTS,
+    StepInfo as StepInfo,
+)
+from .gauss_legendre import GaussLegendre as GaussLegendre, gauss_legendre_tableau as gauss_legendre_tableau
+from .rk4 import RK4 as RK4

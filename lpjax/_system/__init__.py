@@ -1,0 +1,5 @@
+from ._base import (
+    AbstractSystem as AbstractSystem,
+    CanonicalSystem as CanonicalSystem,
+    LiePoissonSystem as LiePoissonSystem,
+)

@@ -1,0 +1,130 @@
+"""What is integrated: Lie–Poisson systems on 𝔤* and canonical systems on T*Rⁿ."""
+
+from __future__ import annotations
+
+import abc
+from typing import Callable, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Scalar
+
+from .._algebra import LieAlgebra
+
+__all__ = ["AbstractSystem", "LiePoissonSystem", "CanonicalSystem"]
+
+
+class AbstractSystem(eqx.Module):
+    """An autonomous ODE ``y' = f(y)`` on a flat state vector, with a Hamiltonian."""
+
+    @abc.abstractmethod
+    def vector_field(self, y: Float[Array, " n"]) -> Float[Array, " n"]:
+        """The right-hand side ``f(y)``."""
+
+    @abc.abstractmethod
+    def energy(self, y: Float[Array, " n"]) -> Scalar:
+        """The Hamiltonian."""
+
+    @abc.abstractmethod
+    def check_state(self, y: Array) -> None:
+        """Raise ``ValueError`` if ``y`` has the wrong shape or dtype for this system."""
+
+    def casimirs(self, y: Float[Array, " n"]) -> Float[Array, " r"]:
+        """Known Casimir functions, as a vector (empty when none are known)."""
+        return jnp.zeros((0,), dtype=jnp.asarray(y).dtype)
+
+
+def _check_float_vector(y: Array, size: Optional[int], who: str) -> None:
+    shape = jnp.shape(y)
+    dtype = jnp.result_type(y)
+    if len(shape) != 1 or (size is not None and shape[0] != size):
+        want = f"({size},)" if size is not None else "(n,)"
+        raise ValueError(f"{who}: state must have shape {want}, got {shape}")
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"{who}: state must have a floating dtype (float32/float64), got {dtype}")
+
+
+class LiePoissonSystem(AbstractSystem):
+    r"""Lie–Poisson system ``mu_dot = ∓ ad*_{∇h(mu)} mu`` on 𝔤* (seed 002, eqs (2), (9)).
+
+    In coordinates ``mu_dot_i = ± c_ij^k mu_k ∂h/∂mu_j``, i.e. ``mu_dot = Π±(mu) ∇h(mu)``
+    with the (±) Lie–Poisson tensor of :meth:`LieAlgebra.poisson_tensor`. The gradient comes
+    from autodiff, so ``hamiltonian`` may be any differentiable function of ``mu``, including
+    an ``eqx.Module`` whose array fields are differentiable parameters.
+
+    Arguments:
+        algebra: the Lie algebra 𝔤.
+        hamiltonian: ``h: 𝔤* -> R``.
+        sign: ``+1`` for the (+) bracket (1), ``-1`` for the (−) bracket (9). The body-frame
+            rigid body ``Ṁ = M × Ω`` is ``so3()`` with ``sign=-1``.
+        casimirs: optional ``mu -> array`` of Casimir functions. By default the quadratic
+            Casimirs of ``algebra`` (:meth:`LieAlgebra.quadratic_casimirs`) are used.
+        name: label used in messages and plots.
+    """
+
+    algebra: LieAlgebra
+    hamiltonian: Callable[[Array], Array]
+    sign: int = eqx.field(static=True)
+    casimir_fn: Optional[Callable[[Array], Array]] = None
+    name: str = eqx.field(static=True, default="LiePoissonSystem")
+
+    def __init__(self, algebra, hamiltonian, sign, casimirs=None, name="LiePoissonSystem"):
+        if not isinstance(algebra, LieAlgebra):
+            raise TypeError(f"algebra must be a LieAlgebra, got {type(algebra).__name__}")
+        if not callable(hamiltonian):
+            raise TypeError("hamiltonian must be callable: mu -> scalar")
+        if sign not in (1, -1):
+            raise ValueError(f"sign must be +1 or -1, got {sign!r}")
+        self.algebra = algebra
+        self.hamiltonian = hamiltonian
+        self.sign = int(sign)
+        self.casimir_fn = casimirs
+        self.name = name
+
+    @property
+    def dim(self) -> int:
+        return self.algebra.dim
+
+    def check_state(self, y: Array) -> None:
+        _check_float_vector(y, self.algebra.dim, f"{self.name} on {self.algebra.name}*")
+
+    def vector_field(self, mu: Float[Array, " n"]) -> Float[Array, " n"]:
+        dh = jax.grad(self.energy)(mu)
+        c = jnp.asarray(self.algebra.structure_constants, dtype=mu.dtype)
+        return self.sign * jnp.einsum("ijk,k,j->i", c, mu, dh)
+
+    def energy(self, mu: Float[Array, " n"]) -> Scalar:
+        return jnp.asarray(self.hamiltonian(mu))
+
+    def casimirs(self, mu: Float[Array, " n"]) -> Float[Array, " r"]:
+        if self.casimir_fn is not None:
+            return jnp.atleast_1d(jnp.asarray(self.casimir_fn(mu)))
+        S = jnp.asarray(self.algebra.quadratic_casimirs(), dtype=mu.dtype)
+        return 0.5 * jnp.einsum("i,rij,j->r", mu, S, mu)
+
+
+class CanonicalSystem(AbstractSystem):
+    """Canonical Hamiltonian system on T*Rⁿ, state ``y = (q, p)`` of length 2n.
+
+    ``q_dot = ∂H/∂p``, ``p_dot = −∂H/∂q`` (seed 002, eq. (12)), gradients by autodiff.
+    ``n`` may be given to check the state length; otherwise any even length is accepted.
+    """
+
+    hamiltonian: Callable[[Array], Array]
+    n: Optional[int] = eqx.field(static=True, default=None)
+    name: str = eqx.field(static=True, default="CanonicalSystem")
+
+    def check_state(self, y: Array) -> None:
+        size = None if self.n is None else 2 * self.n
+        _check_float_vector(y, size, self.name)
+        if jnp.shape(y)[0] % 2:
+            raise ValueError(f"{self.name}: state (q, p) must have even length, got {jnp.shape(y)[0]}")
+
+    def energy(self, y: Float[Array, " 2n"]) -> Scalar:
+        return jnp.asarray(self.hamiltonian(y))
+
+    def vector_field(self, y: Float[Array, " 2n"]) -> Float[Array, " 2n"]:
+        g = jax.grad(self.energy)(y)
+        n = y.shape[0] // 2
+        return jnp.concatenate([g[n:], -g[:n]])

@@ -1,0 +1,12 @@
+"""Lie algebras given by structure constants (public namespace)."""
+
+from ._algebra import (
+    LieAlgebra as LieAlgebra,
+    euclidean as euclidean,
+    from_matrix_basis as from_matrix_basis,
+    se3 as se3,
+    semidirect as semidirect,
+    so as so,
+    so3 as so3,
+    so21 as so21,
+)

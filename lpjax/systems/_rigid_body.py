@@ -1,0 +1,94 @@
+"""Free rigid bodies: the Euler top on so(3)* and the n-dimensional rigid body on so(n)*."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Scalar
+
+from .._algebra import so, so3
+from .._system import LiePoissonSystem
+from ._common import positive_vector
+
+__all__ = ["rigid_body", "rigid_body_n", "RigidBodyHamiltonian", "RigidBodyNHamiltonian"]
+
+
+class RigidBodyHamiltonian(eqx.Module):
+    """``h(M) = ½ Σ_i M_i² / I_i`` with principal moments ``inertia`` (body frame)."""
+
+    inertia: Float[Array, " 3"]
+
+    def __call__(self, M: Float[Array, " 3"]) -> Scalar:
+        return 0.5 * jnp.sum(M * M / self.inertia)
+
+
+def rigid_body(inertia: ArrayLike) -> LiePoissonSystem:
+    """Euler top ``Ṁ = M × Ω``, ``Ω = I⁻¹M`` on so(3)* (body frame, (−) bracket).
+
+    Arguments:
+        inertia: principal moments of inertia ``(I1, I2, I3)``, positive.
+
+    Invariants: energy ``½ M·Ω`` and the Casimir ``|M|²`` (returned by ``casimirs``).
+    """
+    inertia = positive_vector(inertia, 3, "inertia")
+    return LiePoissonSystem(
+        so3(), RigidBodyHamiltonian(inertia), -1, casimirs=_norm_squared, name="rigid_body"
+    )
+
+
+def _norm_squared(M: Float[Array, " 3"]) -> Float[Array, " 1"]:
+    return jnp.sum(M * M)[None]
+
+
+def _pair_sums(n: int) -> tuple[np.ndarray, np.ndarray]:
+    iu = np.triu_indices(n, 1)
+    return iu[0], iu[1]
+
+
+class RigidBodyNHamiltonian(eqx.Module):
+    """``H(M) = ½ Σ_{j<k} M_jk² / (J_j + J_k)`` (seed 000, eq. (4.7) without potential)."""
+
+    J: Float[Array, " n"]
+
+    def omega(self, M: Float[Array, " d"]) -> Float[Array, " d"]:
+        """Angular velocity ``Ω_jk = M_jk / (J_j + J_k)``, inverting (4.6)."""
+        j, k = _pair_sums(self.J.shape[0])
+        return M / (self.J[j] + self.J[k])
+
+    def __call__(self, M: Float[Array, " d"]) -> Scalar:
+        return 0.5 * jnp.sum(M * self.omega(M))
+
+
+class _TraceCasimirs(eqx.Module):
+    """``tr(M^{2k}) / 2``-type invariants ``-½ tr(M^{2k})·(−1)^k`` for k = 1 … ⌊n/2⌋."""
+
+    algebra: object
+    n: int = eqx.field(static=True)
+
+    def __call__(self, mu: Array) -> Array:
+        X = self.algebra.hat(mu)
+        out, P = [], X
+        for _ in range(self.n // 2):
+            P2 = P @ X
+            out.append(jnp.trace(P2))
+            P = P2 @ X
+        return jnp.stack(out)
+
+
+def rigid_body_n(J: ArrayLike) -> LiePoissonSystem:
+    """Free n-dimensional rigid body ``Ṁ = [M, Ω]``, ``M = JΩ + ΩJ`` on so(n)*.
+
+    Seed 000, eqs (4.4)–(4.7) with ``A = 0``. ``J = (J_1, …, J_n)`` are the (positive)
+    diagonal entries of the mass tensor; coordinates are the upper-triangle entries of
+    ``M`` (:func:`lpjax.algebras.so`). For n = 3 this is the Euler top with principal
+    moments ``I_1 = J_2 + J_3`` etc. Casimirs returned: ``tr(M^{2k})``, k = 1 … ⌊n/2⌋.
+    """
+    J = positive_vector(J, None, "J")
+    n = J.shape[0]
+    if n < 2:
+        raise ValueError(f"rigid_body_n needs n >= 2 moments, got {n}")
+    g = so(n)
+    return LiePoissonSystem(
+        g, RigidBodyNHamiltonian(J), -1, casimirs=_TraceCasimirs(g, n), name="rigid_body_n"
+    )
