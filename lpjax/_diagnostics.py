@@ -23,7 +23,7 @@ def relative_invariant_error(
     if ys.ndim < 2:
         raise ValueError(f"ys must have shape (T, n), got {ys.shape}")
     vals = jax.vmap(fn)(ys)
-    ref = vals[0]
+    ref = vals[:1]
     scale = jnp.where(ref == 0, 1.0, jnp.abs(ref))
     return jnp.abs(vals - ref) / scale
 

@@ -57,7 +57,7 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every):
         if not math.isfinite(dtv) or dtv <= 0:
             raise ValueError(f"dt must be finite and > 0, got {dtv}")
     system.check_state(y0)
-    if _is_concrete(y0) and not bool(jnp.all(jnp.isfinite(y0))):
+    if _is_concrete(y0) and not np.all(np.isfinite(np.asarray(y0))):
         raise ValueError("y0 must be finite; it contains NaN or inf")
 
 

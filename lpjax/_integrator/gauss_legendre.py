@@ -59,7 +59,7 @@ def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 def _stage_residual(Z: Float[Array, "s n"], args) -> Float[Array, "s n"]:
     """Stage equations ``Z_i − dt Σ_j a_ij f(y + Z_j) = 0`` for the increments ``Z``."""
     system, y, dt, A = args
-    F = jax.vmap(system.vector_field)(y + Z)
+    F = jax.vmap(system.vector_field)(y[None, :] + Z)
     return Z - dt * (A @ F)
 
 
@@ -180,16 +180,18 @@ class GaussLegendre(AbstractIntegrator):
             update = lambda r: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
 
         def solve(res, Z0):
-            return _iterate(res, Z0, update, self.max_iters, tol_abs)
+            Z, iters = _iterate(res, Z0, update, self.max_iters, tol_abs)
+            # custom_root's JVP rule mishandles integer aux outputs: carry the count as float
+            return Z, iters.astype(Z.dtype)
 
         Z0 = dt * c[:, None] * f0[None, :]
         if self.implicit_diff:
             Z, iters = jax.lax.custom_root(residual, Z0, solve, _tangent_solve, has_aux=True)
         else:
             Z, iters = solve(residual, Z0)
-        iters = jax.lax.stop_gradient(iters)
+        iters = jax.lax.stop_gradient(iters).astype(jnp.int32)
 
-        F = jax.vmap(f)(y + Z)
+        F = jax.vmap(f)(y[None, :] + Z)
         final = jax.lax.stop_gradient(jnp.max(jnp.abs(Z - dt * (A @ F))))
         y1 = y + dt * (b @ F)
         result = RESULTS.where(final <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
