@@ -56,11 +56,25 @@ def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return A, b, c
 
 
+def _stage_fields(f, y: Float[Array, " n"], Z: Float[Array, "s n"]) -> Float[Array, "s n"]:
+    """``F_i = f(y + Z_i)``, unrolled over the (few) stages."""
+    return jnp.stack([f(y + Z[i]) for i in range(Z.shape[0])])
+
+
+def _combine(W: np.ndarray, F: Float[Array, "s n"]) -> Float[Array, "r n"]:
+    """``W @ F`` for a constant tableau ``W``, as unrolled scalar-times-vector sums.
+
+    Tiny ``dot`` ops cost a library call each on CPU; scaled sums fuse into one kernel.
+    """
+    W = np.atleast_2d(W)
+    rows = [sum(float(W[i, j]) * F[j] for j in range(W.shape[1])) for i in range(W.shape[0])]
+    return jnp.stack(rows)
+
+
 def _stage_residual(Z: Float[Array, "s n"], args) -> Float[Array, "s n"]:
     """Stage equations ``Z_i − dt Σ_j a_ij f(y + Z_j) = 0`` for the increments ``Z``."""
     system, y, dt, A = args
-    F = jax.vmap(system.vector_field)(y[None, :] + Z)
-    return Z - dt * (A @ F)
+    return Z - dt * _combine(A, _stage_fields(system.vector_field, y, Z))
 
 
 def _iterate(residual, Z0, update, max_iters: int, tol_abs):
@@ -78,8 +92,29 @@ def _iterate(residual, Z0, update, max_iters: int, tol_abs):
         return (Z - update(r), first), None
 
     init = (Z0, jnp.asarray(max_iters + 1, jnp.int32))
-    (Z, first), _ = jax.lax.scan(body, init, jnp.arange(max_iters, dtype=jnp.int32))
+    (Z, first), _ = jax.lax.scan(body, init, jnp.arange(max_iters, dtype=jnp.int32), unroll=True)
     return Z, first
+
+
+_SMALL = 32  # up to this size: unrolled Jacobian columns and Gauss–Jordan inverse
+
+
+def _inverse_small(M: Float[Array, "m m"]) -> Float[Array, "m m"]:
+    """Inverse by Gauss–Jordan elimination without pivoting, unrolled with static indices.
+
+    The Newton matrix ``I − dt A ⊗ f'(y)`` tends to the identity as ``dt → 0``, so its
+    pivots stay near 1 for the step sizes at which the iteration converges; a breakdown
+    gives non-finite iterates, which the step reports as ``implicit_solve_failed``. For
+    these tiny sizes this fuses into a few vector ops, where LAPACK calls are dominated by
+    call overhead on CPU and GPU alike.
+    """
+    m = M.shape[0]
+    aug = jnp.concatenate([M, jnp.eye(m, dtype=M.dtype)], axis=1)
+    for k in range(m):
+        row = aug[k] / aug[k, k]
+        aug = aug - aug[:, k : k + 1] * row[None, :]
+        aug = aug.at[k].set(row)
+    return aug[:, m:]
 
 
 def _tangent_solve(g, r):
@@ -160,9 +195,8 @@ class GaussLegendre(AbstractIntegrator):
         return y
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
-        A_np, b_np, c_np = self.tableau
+        A, b, c = self.tableau
         dtype = y.dtype
-        A, b, c = (jnp.asarray(v, dtype) for v in (A_np, b_np, c_np))
         s, n = self.stages, y.shape[0]
         f = system.vector_field
         f0 = f(y)
@@ -172,10 +206,18 @@ class GaussLegendre(AbstractIntegrator):
         residual = lambda Z: _stage_residual(Z, args)  # noqa: E731
 
         if self.solver == "newton":
-            J = jax.jacfwd(f)(y)
-            M = jnp.eye(s * n, dtype=dtype) - dt * jnp.kron(A, J)
-            lu = jsl.lu_factor(M)
-            update = lambda r: jsl.lu_solve(lu, r.reshape(-1)).reshape(s, n)  # noqa: E731
+            if n <= _SMALL:  # f'(y) column by column, unrolled: jacfwd lowers to tiny dots
+                eye = jnp.eye(n, dtype=dtype)
+                J = jnp.stack([jax.jvp(f, (y,), (eye[i],))[1] for i in range(n)], axis=1)
+            else:
+                J = jax.jacfwd(f)(y)
+            M = jnp.eye(s * n, dtype=dtype) - dt * jnp.kron(jnp.asarray(A, dtype), J)
+            if s * n <= _SMALL:
+                Minv = _inverse_small(M)
+                update = lambda r: jnp.sum(Minv * r.reshape(1, -1), axis=1).reshape(s, n)  # noqa: E731
+            else:
+                lu = jsl.lu_factor(M)
+                update = lambda r: jsl.lu_solve(lu, r.reshape(-1)).reshape(s, n)  # noqa: E731
         else:
             update = lambda r: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
 
@@ -184,15 +226,15 @@ class GaussLegendre(AbstractIntegrator):
             # custom_root's JVP rule mishandles integer aux outputs: carry the count as float
             return Z, iters.astype(Z.dtype)
 
-        Z0 = dt * c[:, None] * f0[None, :]
+        Z0 = dt * jnp.asarray(c, dtype)[:, None] * f0[None, :]
         if self.implicit_diff:
             Z, iters = jax.lax.custom_root(residual, Z0, solve, _tangent_solve, has_aux=True)
         else:
             Z, iters = solve(residual, Z0)
         iters = jax.lax.stop_gradient(iters).astype(jnp.int32)
 
-        F = jax.vmap(f)(y[None, :] + Z)
-        final = jax.lax.stop_gradient(jnp.max(jnp.abs(Z - dt * (A @ F))))
-        y1 = y + dt * (b @ F)
+        F = _stage_fields(f, y, Z)
+        final = jax.lax.stop_gradient(jnp.max(jnp.abs(Z - dt * _combine(A, F))))
+        y1 = y + dt * _combine(b, F)[0]
         result = RESULTS.where(final <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
         return y1, result, StepInfo(final, jnp.minimum(iters, self.max_iters))
