@@ -144,3 +144,29 @@ def test_gauss_legendre_rejects_bad_settings():
         lpjax.GaussLegendre(2, max_iters=0)
     with pytest.raises(ValueError, match="tol must be a positive finite"):
         lpjax.GaussLegendre(2, tol=-1.0)
+
+
+class _Quartic(eqx.Module):
+    """A user Hamiltonian with a trainable parameter: h = ½ M·I⁻¹M + k (M_1 M_2)²."""
+
+    inertia: jax.Array
+    k: jax.Array
+
+    def __call__(self, M):
+        return 0.5 * jnp.sum(M * M / self.inertia) + self.k * (M[0] * M[1]) ** 2
+
+
+def test_gradient_through_user_hamiltonian_module():
+    from lpjax.algebras import so3
+
+    @eqx.filter_jit
+    def loss(h):
+        system = lpjax.LiePoissonSystem(so3(), h, -1)
+        return lpjax.integrate(system, lpjax.GaussLegendre(2), M0, 0.05, 40).ys[-1, 2]
+
+    h = _Quartic(INERTIA, jnp.array(0.3))
+    g = eqx.filter_grad(loss)(h)
+    eps = 1e-6
+    fd_k = (loss(_Quartic(INERTIA, h.k + eps)) - loss(_Quartic(INERTIA, h.k - eps))) / (2 * eps)
+    assert abs(fd_k) > 1e-3
+    np.testing.assert_allclose(g.k, fd_k, rtol=1e-6)
