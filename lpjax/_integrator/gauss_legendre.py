@@ -166,7 +166,7 @@ class GaussLegendre(AbstractIntegrator):
         if solver not in ("newton", "fixed_point"):
             raise ValueError(f"solver must be 'newton' or 'fixed_point', got {solver!r}")
         if max_iters is None:
-            max_iters = 8 if solver == "newton" else 30
+            max_iters = 6 if solver == "newton" else 30
         if not isinstance(max_iters, (int, np.integer)) or max_iters < 1:
             raise ValueError(f"max_iters must be a positive integer, got {max_iters!r}")
         if tol is not None and not (np.isfinite(tol) and tol > 0):
