@@ -1,6 +1,6 @@
 """lpjax: structure-preserving, differentiable integrators for Lie–Poisson systems."""
 
-from . import algebras as algebras, diagnostics as diagnostics, systems as systems
+from . import algebras as algebras, diagnostics as diagnostics, groups as groups, systems as systems
 from ._integrate import Solution as Solution, integrate as integrate
 from ._integrator import (
     AbstractIntegrator as AbstractIntegrator,

@@ -162,22 +162,24 @@ def _default_atol(dtype) -> float:
 
 
 def _check_orthogonal(R: Array, what: str, atol: Optional[float]) -> Array:
-    """``RᵀR = I`` and ``det R > 0`` to ``atol``; ``ValueError`` if concrete, else error_if."""
+    """``RᵀR = I`` and ``det R > 0`` to ``atol``: ``ValueError`` for concrete input (checked in
+    NumPy, no compilation), ``eqx.error_if`` under tracing."""
     n = R.shape[-1]
     tol = _default_atol(R.dtype) if atol is None else atol
-    orth = jnp.max(jnp.abs(jnp.swapaxes(R, -1, -2) @ R - _eye(n, R)), initial=0.0)
-    det = jnp.linalg.det(R) if R.size else jnp.ones(R.shape[:-2], R.dtype)
-    neg = jnp.any(det <= 0)
-    finite = jnp.all(jnp.isfinite(R))
-    if not isinstance(orth, jax.core.Tracer):
-        if not bool(finite):
+    if not isinstance(R, jax.core.Tracer):
+        Rn = np.asarray(R, dtype=np.float64)
+        if not np.all(np.isfinite(Rn)):
             raise ValueError(f"{what}: matrix has non-finite entries")
-        if float(orth) > tol:
+        orth = np.max(np.abs(np.swapaxes(Rn, -1, -2) @ Rn - np.eye(n)), initial=0.0)
+        if orth > tol:
             raise ValueError(
-                f"{what}: matrix is not orthogonal, max |RᵀR - I| = {float(orth):.3e} > {tol:.1e}"
+                f"{what}: matrix is not orthogonal, max |RᵀR - I| = {orth:.3e} > {tol:.1e}"
             )
-        if bool(neg):
+        if Rn.size and np.any(np.linalg.det(Rn) <= 0):
             raise ValueError(f"{what}: matrix has det <= 0 (a reflection, not a rotation)")
         return R
-    R = eqx.error_if(R, ~finite | (orth > tol), f"{what}: matrix is not orthogonal")
+    orth = jnp.max(jnp.abs(jnp.swapaxes(R, -1, -2) @ R - _eye(n, R)), initial=0.0)
+    bad = ~jnp.all(jnp.isfinite(R)) | (orth > tol)
+    R = eqx.error_if(R, bad, f"{what}: matrix is not orthogonal")
+    neg = jnp.any(jnp.linalg.det(R) <= 0) if R.size else jnp.array(False)
     return eqx.error_if(R, neg, f"{what}: matrix has det <= 0 (not a rotation)")

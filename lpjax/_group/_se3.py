@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 from typing import ClassVar, Optional, final
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._algebra import LieAlgebra, se3
@@ -41,10 +43,6 @@ __all__ = ["SE3"]
 @functools.lru_cache(maxsize=None)
 def _se3_algebra() -> LieAlgebra:
     return se3()
-
-
-def _cross(a: Array, b: Array) -> Array:
-    return jnp.cross(a, b)
 
 
 def _matvec(A: Array, x: Array) -> Array:
@@ -79,15 +77,18 @@ class SE3(AbstractMatrixLieGroup):
         """``R = I``, ``t = 0``, broadcast to ``batch_shape``."""
         dtype = jnp.result_type(float) if dtype is None else dtype
         shape = tuple(batch_shape)
-        return cls(
-            jnp.broadcast_to(jnp.eye(3, dtype=dtype), shape + (3, 3)), jnp.zeros(shape + (3,), dtype)
-        )
+        R = jnp.broadcast_to(jnp.eye(3, dtype=dtype), shape + (3, 3))
+        return cls(R, jnp.zeros(shape + (3,), dtype))
 
     @classmethod
-    def from_rotation_translation(cls, rotation: SO3, translation: Float[ArrayLike, "... 3"]) -> "SE3":
+    def from_rotation_translation(
+        cls, rotation: SO3, translation: Float[ArrayLike, "... 3"]
+    ) -> "SE3":
         """``g = [[R, t], [0, 1]]`` from an :class:`SO3` and a translation."""
         if not isinstance(rotation, SO3):
-            raise TypeError(f"SE3.from_rotation_translation expects an SO3, got {type(rotation).__name__}")
+            raise TypeError(
+                f"SE3.from_rotation_translation expects an SO3, got {type(rotation).__name__}"
+            )
         return cls(rotation.R, translation)
 
     @classmethod
@@ -110,19 +111,25 @@ class SE3(AbstractMatrixLieGroup):
         ``R = cay(ω)``, ``t = 2 (I - ω̂)^{-1} v = 2 (v + (ω × v + ω × (ω × v))/(1 + |ω|²))``."""
         xi = _check_vector(tangent, 6, "SE3.cayley")
         w, v = xi[..., :3], xi[..., 3:]
-        wv = _cross(w, v)
-        t = 2.0 * (v + (wv + _cross(w, wv)) / (1.0 + _sq(w))[..., None])
+        wv = jnp.cross(w, v)
+        t = 2.0 * (v + (wv + jnp.cross(w, wv)) / (1.0 + _sq(w))[..., None])
         return cls(_so3_cayley(w), t)
 
     @classmethod
-    def from_matrix(cls, matrix: Float[ArrayLike, "... 4 4"], *, atol: Optional[float] = None) -> "SE3":
+    def from_matrix(
+        cls, matrix: Float[ArrayLike, "... 4 4"], *, atol: Optional[float] = None
+    ) -> "SE3":
         """From ``[[R, t], [0, 1]]``; checks the bottom row, ``RᵀR = I`` and ``det R > 0``."""
         M = _check_square(matrix, 4, "SE3.from_matrix")
-        bottom = M[..., 3, :]
-        expected = jnp.broadcast_to(jnp.array([0.0, 0.0, 0.0, 1.0], M.dtype), bottom.shape)
-        err = jnp.max(jnp.abs(bottom - expected), initial=0.0)
-        if not isinstance(err, jax.core.Tracer) and not float(err) == 0.0:
-            raise ValueError(f"SE3.from_matrix: bottom row must be [0, 0, 0, 1], max deviation {float(err):.3e}")
+        msg = "SE3.from_matrix: bottom row must be [0, 0, 0, 1]"
+        if not isinstance(M, jax.core.Tracer):
+            bottom = np.asarray(M)[..., 3, :]
+            err = np.max(np.abs(bottom - np.array([0.0, 0.0, 0.0, 1.0])), initial=0.0)
+            if err != 0.0:
+                raise ValueError(f"{msg}, max deviation {err:.3e}")
+        else:
+            bad = jnp.any(M[..., 3, :3] != 0) | jnp.any(M[..., 3, 3] != 1)
+            M = eqx.error_if(M, bad, msg)
         R = _check_orthogonal(M[..., :3, :3], "SE3.from_matrix", atol)
         return cls(R, M[..., :3, 3])
 
@@ -170,7 +177,8 @@ class SE3(AbstractMatrixLieGroup):
         small = th2 < _SMALL
         t2 = jnp.where(small, 1.0, th2)
         half = 0.5 * jnp.sqrt(t2)
-        D = jnp.where(small, _poly(th2, _D_TAYLOR), (1.0 - half * jnp.cos(half) / jnp.sin(half)) / t2)
+        D_big = (1.0 - half * jnp.cos(half) / jnp.sin(half)) / t2
+        D = jnp.where(small, _poly(th2, _D_TAYLOR), D_big)
         W = _hat3(w)
         Vinv = _eye(3, W) - 0.5 * W + D[..., None, None] * (W @ W)
         return jnp.concatenate([w, _matvec(Vinv, self.t)], axis=-1)
@@ -178,7 +186,7 @@ class SE3(AbstractMatrixLieGroup):
     def inverse_cayley(self) -> Float[Array, "... 6"]:
         """``ω = vee(R - Rᵀ)/(1 + tr R)``, ``v = (I - ω̂) t / 2``; undefined if ``R`` turns by π."""
         w = _so3_inverse_cayley(self.R)
-        v = 0.5 * (self.t - _cross(w, self.t))
+        v = 0.5 * (self.t - jnp.cross(w, self.t))
         return jnp.concatenate([w, v], axis=-1)
 
     def Ad(self) -> Float[Array, "... 6 6"]:

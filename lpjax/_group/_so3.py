@@ -183,11 +183,15 @@ class SO3(AbstractMatrixLieGroup):
 
     @classmethod
     def cayley(cls, tangent: Float[ArrayLike, "... 3"]) -> "SO3":
-        """``R = (I - x̂)^{-1}(I + x̂) = I + 2/(1 + |x|²)(x̂ + x̂²)``: rotation by ``2 arctan|x|``."""
+        """``R = (I - x̂)^{-1}(I + x̂) = I + 2/(1 + |x|²)(x̂ + x̂²)``, a rotation by ``2 arctan|x|``
+        about ``x`` (check: ``(I - x̂)(I + a(x̂ + x̂²)) = I + x̂`` for ``a = 2/(1+|x|²)`` as
+        ``x̂³ = -|x|² x̂``)."""
         return cls(_so3_cayley(_check_vector(tangent, 3, "SO3.cayley")))
 
     @classmethod
-    def from_matrix(cls, matrix: Float[ArrayLike, "... 3 3"], *, atol: Optional[float] = None) -> "SO3":
+    def from_matrix(
+        cls, matrix: Float[ArrayLike, "... 3 3"], *, atol: Optional[float] = None
+    ) -> "SO3":
         """Check ``RᵀR = I`` (to ``atol``, default ``10 sqrt(eps)``) and ``det R > 0``."""
         R = _check_square(matrix, 3, "SO3.from_matrix")
         return cls(_check_orthogonal(R, "SO3.from_matrix", atol))

@@ -70,12 +70,14 @@ def _log_value(R: Float[Array, "... n n"]) -> Float[Array, "... n n"]:
     rotation plane of angle θ is an eigenspace with eigenvalue ``cos θ``, on which
     ``K̃ = QᵀKQ`` acts as ``sin θ J`` (``J² = -I``). Row norms ``ρ_i = |K̃_i·| = sin θ_i`` and
     ``θ_i = atan2(ρ_i, λ_i)`` give ``log R = Q X̃ Qᵀ`` with
-    ``X̃_ij = ½(θ_i/ρ_i + θ_j/ρ_j) K̃_ij``. This is exact for any degeneracy of the angles.
-    Accuracy is ~ε/(π - θ) for a plane whose angle θ is close to π. When ``sin θ`` is below
-    ``sqrt(ε)`` and ``cos θ < 0`` (θ within ~1e-8 of π, where the direction of ``K`` is
-    lost), the eigenvector pair ``(2k, 2k+1)`` of ascending eigenvalues spans the plane and
-    ``X̃_{2k,2k+1} = ±θ`` with the sign of ``K̃_{2k,2k+1}``; this assumes at most one plane has
-    its angle that close to π (otherwise the log is ill-conditioned anyway).
+    ``X̃_ij = min(θ_i/ρ_i, θ_j/ρ_j) K̃_ij``; this holds for any degeneracy of the angles
+    (``K̃_ij = 0`` unless ``λ_i = λ_j``). Since ``K̃_ij/ρ_i`` is a unit direction and θ comes from
+    ``atan2``, a plane at angle ``π - δ`` keeps roundoff accuracy down to ``δ ~ sqrt(ε)``.
+    Below that (and ``cos θ < 0``), ``K`` no longer carries the direction: the eigenvector
+    pair ``(2k, 2k+1)`` of ascending eigenvalues spans the plane and
+    ``X̃_{2k,2k+1} = ±θ`` with the sign of ``K̃_{2k,2k+1}``. This fallback assumes that at
+    most one plane has an angle that close to π; with several the log is ill-conditioned
+    (unique only up to O(ε/δ)) and the result is *a* logarithm only to that accuracy.
     """
     n = R.shape[-1]
     dtype = R.dtype
@@ -91,8 +93,10 @@ def _log_value(R: Float[Array, "... n n"]) -> Float[Array, "... n n"]:
     rho_safe = jnp.where(small | (rho <= 0.0), 1.0, rho)
     ratio_small = 1.0 + rho * rho * (1 / 6 + rho * rho * (3 / 40 + rho * rho * (5 / 112)))
     ratio = jnp.where(small, ratio_small, jnp.arctan2(rho, lam) / rho_safe)
-    # rows with rho == 0 and lam < 0: their Kt row is zero too, the value is irrelevant
-    Xt = 0.5 * (ratio[..., :, None] + ratio[..., None, :]) * Kt
+    # Kt_ij vanishes exactly unless λ_i = λ_j (K commutes with S); its roundoff for
+    # λ_i ≠ λ_j is weighted by the smaller ratio, so a near-π row (ratio ~ π/sin θ) does not
+    # amplify it. Within one eigenspace the two ratios agree.
+    Xt = jnp.minimum(ratio[..., :, None], ratio[..., None, :]) * Kt
 
     # fallback for planes within ~sqrt(eps) of angle π: pair (2k, 2k+1)
     m = n // 2
@@ -113,17 +117,61 @@ def _log_value(R: Float[Array, "... n n"]) -> Float[Array, "... n n"]:
     return 0.5 * (X - jnp.swapaxes(X, -1, -2))
 
 
+# Taylor degree and scaling threshold of :func:`_expm_phi`: for ‖A‖₁ ≤ 1 the truncation
+# error of the φ series is below 1/19! ≈ 8e-18.
+_TAYLOR_DEGREE = 18
+_SCALE_NORM = 1.0
+_MAX_SQUARINGS = 32
+
+
+def _expm_phi(A: Float[Array, "... m m"]) -> tuple[Array, Array]:
+    """``(e^A, φ(A))`` with ``φ(A) = Σ_k A^k/(k+1)! = ∫₀¹ e^{sA} ds``, by scaling and squaring.
+
+    With ``s = ceil(log2(‖A‖₁))``: Taylor series of ``φ`` at ``A/2^s`` (Horner), then
+    ``e^A = I + A φ(A)`` and ``s`` doublings ``φ(2B) = φ(B)(e^B + I)/2``, ``e^{2B} = (e^B)²``.
+    The doublings run as a fixed-length masked loop (``s ≤ 32``, i.e. ``‖A‖₁ ≲ 4e9``), so
+    the map is jit/vmap friendly and differentiable in forward and reverse mode. Relative
+    accuracy is ~2^s ε; it only feeds the right Jacobian ``J_r`` used by the derivatives of
+    ``exp`` and ``log`` (values use ``expm`` and :func:`_log_value`).
+    """
+    eye = jnp.broadcast_to(jnp.eye(A.shape[-1], dtype=A.dtype), A.shape)
+    norm = jax.lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(A), axis=-2), axis=-1))
+    ratio = jnp.where(norm > _SCALE_NORM, norm, _SCALE_NORM) / _SCALE_NORM
+    s = jnp.clip(jnp.ceil(jnp.log2(ratio)), 0, _MAX_SQUARINGS)
+    As = A * jnp.exp2(-s)[..., None, None]
+
+    def horner(j, P):  # P <- I + As P/(k+1) for k = degree, ..., 1
+        return eye + (As @ P) / (_TAYLOR_DEGREE + 1 - j).astype(A.dtype)
+
+    P = jax.lax.fori_loop(0, _TAYLOR_DEGREE, horner, eye)
+    E = eye + As @ P
+
+    def body(i, EP):
+        E, P = EP
+        m = (i < s)[..., None, None]
+        return jnp.where(m, E @ E, E), jnp.where(m, 0.5 * (P @ (E + eye)), P)
+
+    return jax.lax.fori_loop(0, _MAX_SQUARINGS, body, (E, P))
+
+
 def _phi_neg_ad(x: Float[Array, "... d"], n: int) -> Float[Array, "... d d"]:
-    """Right Jacobian ``J_r(x) = φ(-ad_x) = Σ_k (-ad_x)^k/(k+1)!`` via
-    ``expm([[-ad_x, I], [0, 0]]) = [[e^{-ad_x}, φ(-ad_x)], [0, I]]``."""
-    alg = _son_algebra(n)
-    d = x.shape[-1]
-    A = -alg.ad(x)
-    batch = x.shape[:-1]
-    eye = jnp.broadcast_to(jnp.eye(d, dtype=x.dtype), batch + (d, d))
-    zero = jnp.zeros(batch + (d, 2 * d), x.dtype)
-    M = jnp.concatenate([jnp.concatenate([A, eye], axis=-1), zero], axis=-2)
-    return expm(M)[..., :d, d:]
+    """Right Jacobian ``J_r(x) = φ(-ad_x) = Σ_k (-ad_x)^k/(k+1)!``."""
+    return _expm_phi(-_son_algebra(n).ad(x))[1]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _son_exp(x: Float[Array, "... d"], n: int) -> Float[Array, "... n n"]:
+    return expm(_hat(x, n))
+
+
+@_son_exp.defjvp
+def _son_exp_jvp(n, primals, tangents):
+    """``d exp(hat x) = exp(hat x) hat(J_r(x) dx)`` with ``J_r(x) = φ(-ad_x)``; this avoids
+    differentiating through the Padé approximant."""
+    (x,), (dx,) = primals, tangents
+    R = _son_exp(x, n)
+    w = (_phi_neg_ad(x, n) @ dx[..., None])[..., 0]
+    return R, R @ _hat(w, n)
 
 
 @jax.custom_jvp
@@ -147,7 +195,8 @@ def _son_log_jvp(primals, tangents):
 class SOn(AbstractMatrixLieGroup):
     """Rotations of Rⁿ (n ≥ 2), stored as a (batch of) matrix ``R`` of shape ``(..., n, n)``.
 
-    * ``exp`` uses ``jax.scipy.linalg.expm`` (Padé, scaling and squaring).
+    * ``exp`` uses ``jax.scipy.linalg.expm`` (Padé, scaling and squaring) for values and
+      ``d exp = exp(X) hat(J_r(x) dx)``, ``J_r(x) = φ(-ad_x)``, for derivatives.
     * ``log`` is the symmetric-eigenproblem method of :func:`_log_value` (``jnp.linalg.eigh``)
       for values, with a custom JVP from the implicit function theorem, so gradients do not
       go through ``eigh`` (whose derivative is singular for the always-repeated eigenvalues).
@@ -203,7 +252,7 @@ class SOn(AbstractMatrixLieGroup):
     def exp(cls, tangent: Float[ArrayLike, "... d"], n: Optional[int] = None) -> "SOn":
         """``R = expm(hat(x))``; ``n`` is inferred from ``d = n(n-1)/2`` unless given."""
         x, n = cls._tangent(tangent, "SOn.exp", n)
-        return cls(expm(_hat(x, n)))
+        return cls(_son_exp(x, n))
 
     @classmethod
     def cayley(cls, tangent: Float[ArrayLike, "... d"], n: Optional[int] = None) -> "SOn":
@@ -214,7 +263,9 @@ class SOn(AbstractMatrixLieGroup):
         return cls(jnp.linalg.solve(eye - X, eye + X))
 
     @classmethod
-    def from_matrix(cls, matrix: Float[ArrayLike, "... n n"], *, atol: Optional[float] = None) -> "SOn":
+    def from_matrix(
+        cls, matrix: Float[ArrayLike, "... n n"], *, atol: Optional[float] = None
+    ) -> "SOn":
         """Check ``RᵀR = I`` (to ``atol``, default ``10 sqrt(eps)``) and ``det R > 0``."""
         R = cls(matrix).R
         return cls(_check_orthogonal(R, "SOn.from_matrix", atol))
