@@ -107,3 +107,8 @@ def test_traced_bad_parameters_raise_at_runtime():
     assert float(f(jnp.array([1.0, 2.0, 4.0]))) == pytest.approx(0.5 * (1 + 0.5 + 0.25))
     with pytest.raises(Exception, match="inertia must be finite and > 0"):
         jax.block_until_ready(f(jnp.array([1.0, 0.0, 3.0])))
+
+
+def test_canonical_system_has_no_casimirs():
+    s = lpjax.CanonicalSystem(lambda y: 0.5 * jnp.sum(y**2))
+    assert s.casimirs(jnp.ones(4)).shape == (0,)

@@ -30,9 +30,9 @@ class AbstractSystem(eqx.Module):
     def check_state(self, y: Array) -> None:
         """Raise ``ValueError`` if ``y`` has the wrong shape or dtype for this system."""
 
+    @abc.abstractmethod
     def casimirs(self, y: Float[Array, " n"]) -> Float[Array, " r"]:
         """Known Casimir functions, as a vector (empty when none are known)."""
-        return jnp.zeros((0,), dtype=jnp.asarray(y).dtype)
 
 
 def _check_float_vector(y: Array, size: Optional[int], who: str) -> None:
@@ -123,6 +123,10 @@ class CanonicalSystem(AbstractSystem):
 
     def energy(self, y: Float[Array, " 2n"]) -> Scalar:
         return jnp.asarray(self.hamiltonian(y))
+
+    def casimirs(self, y: Float[Array, " 2n"]) -> Float[Array, " 0"]:
+        """The canonical bracket has no Casimirs: an empty vector."""
+        return jnp.zeros((0,), dtype=jnp.asarray(y).dtype)
 
     def vector_field(self, y: Float[Array, " 2n"]) -> Float[Array, " 2n"]:
         g = jax.grad(self.energy)(y)
