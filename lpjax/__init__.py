@@ -1,9 +1,10 @@
 """lpjax: structure-preserving, differentiable integrators for Lie–Poisson systems."""
 
-from . import algebras as algebras, diagnostics as diagnostics, groups as groups, systems as systems
+from . import algebras as algebras, clebsch as clebsch, diagnostics as diagnostics, groups as groups, systems as systems
 from ._integrate import Solution as Solution, integrate as integrate
 from ._integrator import (
     AbstractIntegrator as AbstractIntegrator,
+    Collective as Collective,
     GaussLegendre as GaussLegendre,
     RESULTS as RESULTS,
     RK4 as RK4,

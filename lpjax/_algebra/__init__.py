@@ -3,6 +3,7 @@ from ._constructors import (
     euclidean as euclidean,
     from_matrix_basis as from_matrix_basis,
     se3 as se3,
+    se3_x_r3 as se3_x_r3,
     semidirect as semidirect,
     so as so,
     so3 as so3,

@@ -9,7 +9,7 @@ from jaxtyping import ArrayLike
 
 from ._base import LieAlgebra
 
-__all__ = ["so3", "so", "se3", "euclidean", "so21", "semidirect", "from_matrix_basis"]
+__all__ = ["so3", "so", "se3", "se3_x_r3", "euclidean", "so21", "semidirect", "from_matrix_basis"]
 
 
 def from_matrix_basis(basis: ArrayLike, *, name: str = "LieAlgebra") -> LieAlgebra:
@@ -121,3 +121,17 @@ def se3() -> LieAlgebra:
 def euclidean(n: int) -> LieAlgebra:
     """e(n) = so(n) ⋉ Rⁿ (seed 000, sec. 4), coordinates (upper triangle of M, P)."""
     return semidirect(so(n), name=f"e({n})")
+
+
+def se3_x_r3() -> LieAlgebra:
+    """(se(3) × R³) of seed 002, sec. 5.3: so(3) ⋉ (R³ ⊕ R³), coordinates (ξ, u, w).
+
+    ``[(ξ,u,w), (η,v,s)] = (ξ×η, ξ×v − η×u, ξ×s − η×w)``; its (−) Lie–Poisson bracket is
+    eq. (29), with ``mu_k c_ij^k = [[Π̂, P̂, Γ̂], [P̂, 0, 0], [Γ̂, 0, 0]]`` for
+    ``mu = (Π, P, Γ)`` (eq. (29) prints the (−) tensor, i.e. minus this).
+    """
+    E = so3().matrix_basis
+    rho = np.zeros((3, 6, 6))
+    rho[:, :3, :3] = E
+    rho[:, 3:, 3:] = E
+    return semidirect(so3(), rho, name="se(3) x R^3")

@@ -12,3 +12,14 @@ from ._rigid_body import (
     rigid_body as rigid_body,
     rigid_body_n as rigid_body_n,
 )
+from ._kida import (
+    KidaHamiltonian as KidaHamiltonian,
+    kida_lambda_phi_from_mu as kida_lambda_phi_from_mu,
+    kida_mu_from_lambda_phi as kida_mu_from_lambda_phi,
+    kida_vortex as kida_vortex,
+)
+from ._movable_base import (
+    MovableBaseHamiltonian as MovableBaseHamiltonian,
+    movable_base_mu as movable_base_mu,
+    movable_base_top as movable_base_top,
+)
