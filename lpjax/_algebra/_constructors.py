@@ -127,8 +127,8 @@ def se3_x_r3() -> LieAlgebra:
     """(se(3) × R³) of seed 002, sec. 5.3: so(3) ⋉ (R³ ⊕ R³), coordinates (ξ, u, w).
 
     ``[(ξ,u,w), (η,v,s)] = (ξ×η, ξ×v − η×u, ξ×s − η×w)``; its (−) Lie–Poisson bracket is
-    eq. (29), with ``mu_k c_ij^k = [[Π̂, P̂, Γ̂], [P̂, 0, 0], [Γ̂, 0, 0]]`` for
-    ``mu = (Π, P, Γ)`` (eq. (29) prints the (−) tensor, i.e. minus this).
+    eq. (29), and ``mu_k c_ij^k = −[[Π̂, P̂, Γ̂], [P̂, 0, 0], [Γ̂, 0, 0]]`` for
+    ``mu = (Π, P, Γ)`` as printed there.
     """
     E = so3().matrix_basis
     rho = np.zeros((3, 6, 6))
