@@ -1,15 +1,16 @@
-"""The ``lpjax`` command: ``lpjax list`` and ``lpjax run SYSTEM``."""
+"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM`` and ``lpjax reproduce FIGURE``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
+import time
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+
+from ._io import atomic_write as _atomic_write
 
 # name -> (factory of the system with default parameters, default initial state, summary)
 _SYSTEMS: dict[str, tuple[Callable, list, str]] = {
@@ -53,25 +54,12 @@ def _method(name: str):
     raise SystemExit(f"lpjax: unknown method {name!r}; expected 'rk4' or 'gl<order>' with even order (gl2, gl4, gl6, ...)")
 
 
-def _atomic_write(path: str, write: Callable[[str], None]) -> None:
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=os.path.splitext(path)[1])
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def _cmd_list() -> int:
     print("systems:")
     for name, (_, _, summary) in _SYSTEMS.items():
         print(f"  {name:16s} {summary}")
     print("methods:\n  rk4              classical Runge-Kutta 4\n  gl<2s>           Gauss-Legendre with s stages (gl2, gl4, gl6, ...)")
+    print("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
     return 0
 
 
@@ -124,6 +112,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+_REPRODUCE_DEFAULT_OUT = "results/seed002/"
+
+
+def _figure_names():
+    from ._reproduce import FIGURES
+
+    return FIGURES
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    figures = _figure_names()
+    if args.figure == "all":
+        chosen = list(figures)
+    elif args.figure in figures:
+        chosen = [args.figure]
+    else:
+        raise SystemExit(f"lpjax: unknown figure {args.figure!r}; choose one of {', '.join(figures)}, all")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from ._reproduce import JSON_NAME, reproduce
+
+    t = time.perf_counter()
+    try:
+        reproduce(chosen, args.out, log=print)
+    except ValueError as e:  # e.g. a damaged results JSON
+        raise SystemExit(f"lpjax: {e}") from None
+    print(f"wrote {len(chosen)} figure(s) and {JSON_NAME} to {args.out} in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="lpjax", description="Structure-preserving Lie-Poisson integrators")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -136,9 +155,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--saves", type=int, default=1000, help="about how many states to save")
     run.add_argument("--out", help="write ts, ys and metadata to this .npz file")
     run.add_argument("--plot", help="write a PNG of the state and invariant errors")
+    rep = sub.add_parser("reproduce", help="reproduce a figure of a seed paper (PNG + JSON)")
+    rep.add_argument("figure", help="seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, seed002-fig6 or all")
+    rep.add_argument("--out", default=_REPRODUCE_DEFAULT_OUT,
+                     help=f"output directory for the PNGs and seed002.json (default {_REPRODUCE_DEFAULT_OUT})")
     args = ap.parse_args(argv)
     if args.cmd == "list":
         return _cmd_list()
+    if args.cmd == "reproduce":
+        return _cmd_reproduce(args)
     return _cmd_run(args)
 
 

@@ -14,6 +14,7 @@ from ._rigid_body import (
 )
 from ._kida import (
     KidaHamiltonian as KidaHamiltonian,
+    kida_initial_state as kida_initial_state,
     kida_lambda_phi_from_mu as kida_lambda_phi_from_mu,
     kida_mu_from_lambda_phi as kida_mu_from_lambda_phi,
     kida_vortex as kida_vortex,

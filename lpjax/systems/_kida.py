@@ -11,7 +11,7 @@ from .._algebra import so21
 from .._system import LiePoissonSystem
 from ._common import finite_array
 
-__all__ = ["kida_vortex", "KidaHamiltonian", "kida_mu_from_lambda_phi", "kida_lambda_phi_from_mu"]
+__all__ = ["kida_vortex", "KidaHamiltonian", "kida_initial_state", "kida_mu_from_lambda_phi", "kida_lambda_phi_from_mu"]
 
 _C = np.pi / 16
 
@@ -65,3 +65,36 @@ def kida_lambda_phi_from_mu(mu: Float[Array, "... 3"]) -> tuple[Array, Array]:
     lam = (s - jnp.sqrt(s * s - 4.0)) / 2.0
     phi = 0.5 * jnp.arctan2(-mu[..., 0], -mu[..., 1])  # λ − 1/λ ≤ 0 flips both signs
     return lam, phi
+
+
+def kida_initial_state(
+    eps: float, omega: float, mu1: float = 1.0, f1: float = -0.25, h: float = 1.0, branch: int = 1
+) -> np.ndarray:
+    """``mu`` with given ``mu_1``, Casimir ``f_1`` and energy ``h`` (seed 002, Fig. 1 data).
+
+    The defaults are the paper's run: ``mu_1(0) = 1``, ``f_1 = −1/4``, ``h = 1`` (with
+    ε = 1/2, ω = −1). ``mu_2 = branch · sqrt(f_1 − mu_1² + mu_3²)`` and ``mu_3 < π/8`` is found
+    by a grid scan plus bisection; for the paper's data ``branch=+1`` gives
+    ``mu ≈ (1, 0.0834, −1.1211)`` and ``branch=−1`` gives ``(1, −2.3619, −2.6131)``.
+    Raises ``ValueError`` if no such ``mu`` exists in ``mu_3 ∈ [−10³, π/8)``.
+    """
+    if branch not in (1, -1):
+        raise ValueError(f"branch must be +1 or -1, got {branch!r}")
+
+    def residual(m3):
+        m2sq = f1 - mu1**2 + m3**2
+        m2 = branch * np.sqrt(np.where(m2sq >= 0, m2sq, np.nan))
+        return eps * m2 + omega * m3 - (np.pi / 8) * np.log(np.pi / 8 - m3) - h
+
+    grid = np.linspace(-1e3, np.pi / 8 - 1e-12, 400_001)
+    with np.errstate(invalid="ignore"):
+        vals = residual(grid)
+    idx = np.nonzero(np.sign(vals[:-1]) * np.sign(vals[1:]) <= 0)[0]  # NaN (invalid) never matches
+    if idx.size == 0:
+        raise ValueError(f"no Kida state with mu1={mu1}, f1={f1}, h={h} on branch {branch}")
+    a, b = grid[idx[-1]], grid[idx[-1] + 1]
+    for _ in range(100):
+        c = 0.5 * (a + b)
+        a, b = (c, b) if np.sign(residual(c)) == np.sign(residual(a)) else (a, c)
+    m3 = 0.5 * (a + b)
+    return np.array([mu1, branch * np.sqrt(max(f1 - mu1**2 + m3**2, 0.0)), m3])
