@@ -33,6 +33,11 @@ class MovableBaseHamiltonian(eqx.Module):
     g: Scalar
     rho: Scalar
     chi: Float[Array, " 3"]
+    kinv: Float[Array, "6 6"]  # K(ρ)⁻¹, computed once (differentiable in the parameters)
+
+    def __init__(self, inertia, m, l, g, rho, chi):
+        self.inertia, self.m, self.l, self.g, self.rho, self.chi = inertia, m, l, g, rho, chi
+        self.kinv = jnp.linalg.inv(self.locked_inertia())
 
     def locked_inertia(self) -> Float[Array, "6 6"]:
         """``K(ρ)``."""
@@ -43,7 +48,7 @@ class MovableBaseHamiltonian(eqx.Module):
 
     def __call__(self, mu: Float[Array, " 9"]) -> Scalar:
         z = mu[:6]
-        kinetic = 0.5 * jnp.dot(z, jnp.linalg.solve(self.locked_inertia(), z))
+        kinetic = 0.5 * jnp.dot(z, jnp.sum(self.kinv * z[None, :], axis=1))
         return kinetic + self.m * self.g * self.l * jnp.dot(self.chi, mu[6:])
 
 
