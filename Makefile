@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine with only python3 and make:
 #   make test   create .venv, install pinned versions, run the whole suite
-#   make demo   create .venv, install pinned versions, run the demo
+#   make demo   create .venv, install pinned versions, reproduce seed 002's figures
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,6 +19,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
+	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all --out results/seed002
 	MPLBACKEND=Agg $(PY) examples/rigid_body.py
 
 bench: $(STAMP)

@@ -19,9 +19,10 @@ Initial data (see the seed errata in ``docs``/the seeds README):
 * Kida: μ₁(0) = 1, f₁(μ(0)) = −1/4, h(μ(0)) = 1 with ε = 1/2, ω = −1. Then
   ``μ₂² = μ₃² − 5/4``, so ``|μ₃| ≥ √5/2 > π/8`` and, as h needs ``μ₃ < π/8``, ``μ₃ ≤ −√5/2``
   (the lower sheet of the hyperboloid f₁ = −1/4). On the branch ``μ₂ = +√(μ₃² − 5/4)``,
-  ``h`` is strictly decreasing in μ₃, so ``h = 1`` has exactly one root, found by ``brentq``:
-  ``μ(0) ≈ (1, 0.08338560, −1.12113922)``. (The branch ``μ₂ < 0`` has another root, the
-  other crossing of the same closed orbit with the plane μ₁ = 1.) The paper's lift
+  ``h`` is strictly decreasing in μ₃, so ``h = 1`` has exactly one root
+  (:func:`lpjax.systems.kida_initial_state`):
+  ``μ(0) ≈ (1, 0.08338560, −1.12113922)``. (The branch ``μ₂ < 0`` has another root,
+  ``≈ (1, −2.3619, −2.6131)``, the other crossing of the same closed orbit with μ₁ = 1.) The paper's lift
   ``q(0) = (1, 0, 0)``, ``p₁(0) = 0`` cannot reach μ₁(0) = 1 (``⟨μ, q⟩`` must vanish), so
   ``(q(0), p(0))`` comes from :func:`lpjax.clebsch.lift`.
 * Top: the paper's parameters (the defaults of :func:`lpjax.systems.movable_base_top`, gain
@@ -50,7 +51,6 @@ from ._io import atomic_write, atomic_write_json
 __all__ = [
     "FIGURES",
     "JSON_NAME",
-    "kida_initial_state",
     "movable_base_initial_state",
     "kida_sigmas",
     "movable_base_sigmas",
@@ -98,46 +98,6 @@ def _n_steps(spec: _Spec) -> int:
 
 
 # ----------------------------------------------------------------------------- initial data
-
-
-def _kida_h_numpy(mu2: float, mu3: float, eps: float, omega: float) -> float:
-    return eps * mu2 + omega * mu3 - (math.pi / 8) * math.log(math.pi / 8 - mu3)
-
-
-def kida_initial_state(
-    eps: float = KIDA_EPS, omega: float = KIDA_OMEGA, mu1: float = KIDA_MU1, f1: float = KIDA_F1, h: float = KIDA_H
-) -> np.ndarray:
-    """μ(0) on so(2,1)* with ``μ₁ = mu1``, ``f₁(μ) = f1`` (19) and ``h(μ) = h`` (22), ``μ₂ ≥ 0``.
-
-    Solves ``h(μ₁, +√(μ₃² − c), μ₃) = h``, ``c = μ₁² − f₁ > 0``, for ``μ₃ ≤ −√c`` with scipy's
-    ``brentq`` (seed 002, sec. 5.2, Fig. 1: ε = 1/2, ω = −1, μ₁ = 1, f₁ = −1/4, h = 1). Requires
-    ``√c ≥ π/8`` so that the admissible set (``μ₃ < π/8``) is the lower sheet only. The three
-    conditions are checked with :func:`lpjax.systems.kida_vortex` to 1e-12.
-    """
-    from scipy.optimize import brentq
-
-    c = mu1 * mu1 - f1
-    if not (c > 0 and math.sqrt(c) >= math.pi / 8):
-        raise ValueError(f"need mu1^2 - f1 >= (pi/8)^2 for a root on the lower sheet, got {c}")
-    hi = -math.sqrt(c)
-
-    def g(mu3: float) -> float:
-        return _kida_h_numpy(math.sqrt(max(mu3 * mu3 - c, 0.0)), mu3, eps, omega) - h
-
-    lo = 2 * hi - 1.0
-    while g(lo) * g(hi) > 0 and lo > -1e6:
-        lo *= 2
-    if g(lo) * g(hi) > 0:
-        raise ValueError(f"no mu3 <= {hi:.6g} with h = {h} on the branch mu2 >= 0")
-    mu3 = brentq(g, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=200)
-    mu = np.array([mu1, math.sqrt(mu3 * mu3 - c), mu3])
-    # the three conditions, evaluated by the library's own system
-    from .systems import kida_vortex
-
-    sys_ = kida_vortex(eps=eps, omega=omega)
-    err = (abs(mu[0] - mu1), abs(float(sys_.casimirs(mu)[0]) - f1), abs(float(sys_.energy(mu)) - h))
-    assert max(err) <= 1e-12, f"Kida initial state misses mu1, f1, h by {err}"
-    return mu
 
 
 def movable_base_initial_state(system, Omega=TOP_OMEGA0, v=TOP_V0, theta0=TOP_THETA0, phi0=TOP_PHI0) -> np.ndarray:
@@ -231,8 +191,10 @@ class _Runs:
         return self._systems[name]
 
     def mu0(self, name: str) -> np.ndarray:
+        from .systems import kida_initial_state
+
         s = self.system(name)
-        return kida_initial_state() if name == "kida" else movable_base_initial_state(s)
+        return kida_initial_state(KIDA_EPS, KIDA_OMEGA) if name == "kida" else movable_base_initial_state(s)
 
     def get(self, name: str, kind: str, n_steps: int) -> dict:
         key = (name, kind)
@@ -350,6 +312,7 @@ def _fig1(runs: _Runs, spec: _Spec, t1: float):
     # h (22) does not depend on mu1: h = 1 is a cylinder along mu1 over mu2 = (1 - ω mu3 + (π/8) ln(π/8 - mu3)) / ε
     a, c = np.meshgrid(np.linspace(lo[0], hi[0], 30), np.linspace(lo[2], min(hi[2], np.pi / 8 - 1e-3), 60))
     b = (KIDA_H - KIDA_OMEGA * c + (np.pi / 8) * np.log(np.pi / 8 - c)) / KIDA_EPS
+    b = np.where((b >= lo[1]) & (b <= hi[1]), b, np.nan)
     ax.plot_surface(a, b, c, color="tab:green", alpha=0.25, linewidth=0)
     ax.plot(ys[:, 0], ys[:, 1], ys[:, 2], color=_RED, lw=2.0, zorder=10)
     ax.set_xlim(lo[0], hi[0])

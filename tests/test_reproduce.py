@@ -9,12 +9,11 @@ from lpjax import clebsch
 from lpjax._reproduce import (
     FIGURES,
     JSON_NAME,
-    kida_initial_state,
     kida_sigmas,
     movable_base_sigmas,
 )
 from lpjax.cli import main
-from lpjax.systems import kida_vortex, movable_base_top
+from lpjax.systems import kida_initial_state, kida_vortex, movable_base_top
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -76,7 +75,7 @@ def test_fig3_kida_invariants(results):
 
 
 def test_kida_initial_state():
-    mu = kida_initial_state()
+    mu = kida_initial_state(0.5, -1.0)
     s = kida_vortex(0.5, -1.0)
     assert mu[0] == 1.0 and mu[1] > 0 and mu[2] < np.pi / 8
     assert abs(float(s.casimirs(mu)[0]) + 0.25) <= 1e-12
@@ -162,3 +161,4 @@ def test_other_figures_on_short_spans(tmp_path):
         reproduce(["seed002-fig1"], str(tmp_path), spans={"seed002-fig2": 1.0})
     with pytest.raises(ValueError, match="not a positive multiple"):
         reproduce(["seed002-fig1"], str(tmp_path), spans={"seed002-fig1": 0.05})
+
