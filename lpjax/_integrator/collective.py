@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
-from .._clebsch import _MomentumMap, canonize, lift_jax, _LIFT_TOL
+from .._clebsch import _LIFT_TOL, _MomentumMap, canonize, lift_jax, symmetry_algebra
 from .._system import AbstractSystem, LiePoissonSystem
 from ._base import AbstractIntegrator
 from .gauss_legendre import GaussLegendre
@@ -26,9 +26,16 @@ class Collective(AbstractIntegrator):
     ``J_σ`` of 𝔥 are kept exactly, and with the dual pair of Theorem 3.2 the method
     preserves coadjoint orbits, hence every Casimir (seed 002, sec. 5.1). Order = the
     inner method's order. Only :class:`LiePoissonSystem` can be stepped.
+
+    The dual pair needs ``dim 𝔥 = dim 𝔤`` (Theorem 3.2 (iii)). It holds for so(3), so(2,1),
+    se(3), so(4), e(3) and se(3) × R³, but not for so(5) (dim 𝔥 = 3) or e(4) (dim 𝔥 = 4):
+    there the canonized flow does not descend to 𝔤* and Casimirs drift (measured on the
+    so(5) rigid body: 1e-8 relative over 2000 steps of 0.05, worse than RK4). Such systems
+    are rejected with a ``ValueError`` unless ``require_dual_pair=False``.
     """
 
     inner: AbstractIntegrator = eqx.field(default_factory=lambda: GaussLegendre(2))
+    require_dual_pair: bool = eqx.field(static=True, default=True)
 
     @property
     def order(self) -> int:
@@ -40,6 +47,14 @@ class Collective(AbstractIntegrator):
                 f"Collective needs a LiePoissonSystem (it canonizes mu_dot = ∓ad*_∇h mu), "
                 f"got {type(system).__name__}"
             )
+        if self.require_dual_pair:
+            n, d = system.algebra.dim, symmetry_algebra(system.algebra).shape[0]
+            if d != n:
+                raise ValueError(
+                    f"Collective: on {system.algebra.name}, dim 𝔥 = {d} ≠ dim 𝔤 = {n}, so M± and J "
+                    "are not a dual pair (seed 002, Theorem 3.2 (iii)) and the method would not keep "
+                    "Casimirs; pass require_dual_pair=False to run it anyway"
+                )
 
     def init(self, system: LiePoissonSystem, mu0: Float[Array, " n"], dt: Scalar):
         z0, resid = lift_jax(system.algebra, mu0, system.sign)
