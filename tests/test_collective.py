@@ -176,8 +176,11 @@ def test_collective_rejects_non_lie_poisson_and_unreachable_states():
     with pytest.raises(TypeError, match="Collective needs a LiePoissonSystem"):
         lpjax.integrate(can, lpjax.Collective(), jnp.ones(2), 0.1, 1)
     abelian = lpjax.LiePoissonSystem(lpjax.algebras.LieAlgebra(np.zeros((2, 2, 2))), lambda m: m @ m, 1)
+    with pytest.raises(ValueError, match="not a dual pair"):
+        lpjax.integrate(abelian, lpjax.Collective(), jnp.array([1.0, 0.0]), 0.1, 1)
+    forced = lpjax.Collective(require_dual_pair=False)
     with pytest.raises(Exception, match="not in the image of the momentum map"):
-        jax.block_until_ready(lpjax.integrate(abelian, lpjax.Collective(), jnp.array([1.0, 0.0]), 0.1, 1).ys)
+        jax.block_until_ready(lpjax.integrate(abelian, forced, jnp.array([1.0, 0.0]), 0.1, 1).ys)
 
 
 def test_kida_conversions_roundtrip_and_bad_parameters():
