@@ -6,6 +6,7 @@ from ._integrator import (
     AbstractIntegrator as AbstractIntegrator,
     Collective as Collective,
     GaussLegendre as GaussLegendre,
+    MoserVeselov as MoserVeselov,
     RESULTS as RESULTS,
     RK4 as RK4,
     StepInfo as StepInfo,

@@ -206,6 +206,7 @@ def _lift_iterations(c: Array, sign: int, mu: Array, z0: Array, q_fixed: Optiona
         AAt = A @ A.T
         eps = jnp.finfo(z.dtype).eps
         lam = 1e-3 * jnp.sqrt(jnp.sum(r * r)) + eps * jnp.max(jnp.diag(AAt)) + jnp.finfo(z.dtype).tiny
+        lam = jax.lax.stop_gradient(lam)  # a damping choice, not part of the solution
         step = A.T @ jnp.linalg.solve(AAt + lam * jnp.eye(n, dtype=z.dtype), r)
         return z - step, None
 

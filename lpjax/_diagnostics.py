@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["relative_invariant_error", "empirical_order"]
+__all__ = ["relative_invariant_error", "empirical_order", "poisson_defect"]
 
 
 def relative_invariant_error(
@@ -45,3 +45,32 @@ def empirical_order(dts: ArrayLike, errors: ArrayLike) -> float:
         raise ValueError("dts and errors must be > 0 for a log-log fit")
     slope, _ = np.polyfit(np.log(dts), np.log(errors), 1)
     return float(slope)
+
+
+def poisson_defect(method, system, y: ArrayLike, dt: float) -> float:
+    """``max |DΦ Π(y) DΦᵀ − Π(Φ(y))|`` for one step ``Φ`` of ``method`` (by ``jacfwd``).
+
+    ``Π`` is the Lie–Poisson tensor of ``system`` (``algebra.poisson_tensor(·, sign)``), so
+    the defect vanishes (to roundoff) exactly when the one-step map is a Poisson map.
+    """
+    from ._system import LiePoissonSystem
+
+    if not isinstance(system, LiePoissonSystem):
+        raise TypeError(f"poisson_defect needs a LiePoissonSystem, got {type(system).__name__}")
+    method.check_system(system)
+    y = jnp.asarray(y)
+    system.check_state(y)
+    dt = jnp.asarray(dt, y.dtype)
+
+    def phi(x):
+        state, _, _ = method.step(system, method.init(system, x, dt), dt)
+        return method.observe(system, state)
+
+    P = lambda x: system.algebra.poisson_tensor(x, system.sign)  # noqa: E731
+
+    @jax.jit
+    def defect(x):
+        D = jax.jacfwd(phi)(x)
+        return jnp.max(jnp.abs(D @ P(x) @ D.T - P(phi(x))))
+
+    return float(defect(y))

@@ -225,11 +225,13 @@ class LieAlgebra(eqx.Module):
             raise ValueError(f"{self.name}.hat expects shape (..., {self.dim}), got {x.shape}")
         return jnp.einsum("...i,iab->...ab", x, jnp.asarray(basis, jnp.result_type(x, jnp.float32)))
 
-    def vee(self, X: Float[Array, "... m m"], *, rtol: float = 1e-6) -> Float[Array, "... n"]:
+    def vee(self, X: Float[Array, "... m m"], *, rtol: float = 1e-6, check: bool = True) -> Float[Array, "... n"]:
         """Matrix -> coordinates, the inverse of :meth:`hat`.
 
         Raises ``ValueError`` (under ``jit``, an ``EquinoxRuntimeError``) when ``X`` is not in
         the span of the basis, e.g. a non-skew matrix for so(n), to relative tolerance ``rtol``.
+        ``check=False`` skips the test and returns the least-squares coordinates (the
+        projection onto the algebra), e.g. inside solvers.
         """
         basis = self._require_matrices()
         m = basis.shape[-1]
@@ -238,6 +240,8 @@ class LieAlgebra(eqx.Module):
             raise ValueError(f"{self.name}.vee expects shape (..., {m}, {m}), got {X.shape}")
         dt = jnp.result_type(X, jnp.float32)
         x = X.reshape(X.shape[:-2] + (m * m,)) @ jnp.asarray(self._vee_frozen.array, dt)
+        if not check:
+            return x
         resid = jnp.max(jnp.abs(self.hat(x) - X), initial=0.0)
         bad = resid > rtol * jnp.maximum(1.0, jnp.max(jnp.abs(X), initial=0.0))
         msg = (

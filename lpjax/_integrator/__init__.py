@@ -6,3 +6,4 @@ from ._base import (
 from .gauss_legendre import GaussLegendre as GaussLegendre, gauss_legendre_tableau as gauss_legendre_tableau
 from .rk4 import RK4 as RK4
 from .collective import Collective as Collective
+from .moser_veselov import MoserVeselov as MoserVeselov
