@@ -147,7 +147,14 @@ class LieAlgebra(eqx.Module):
             if np.linalg.matrix_rank(flat) < n:
                 raise ValueError(f"{name}: matrix_basis is not linearly independent")
             self._basis_frozen = _Frozen(basis)
-            self._vee_frozen = _Frozen(np.linalg.pinv(flat))  # (m*m, n)
+            gram = flat @ flat.T
+            if np.array_equal(gram, np.diag(np.diag(gram))):
+                # orthogonal basis (so(n), se(3), e(n), so(2,1)): an exact left inverse, so
+                # hat/vee round trips carry no systematic rounding bias (SVD's pinv does)
+                vee_map = flat.T / np.diag(gram)[None, :]
+            else:
+                vee_map = np.linalg.pinv(flat)
+            self._vee_frozen = _Frozen(vee_map)  # (m*m, n)
 
     # ------------------------------------------------------------------ basics
     @property

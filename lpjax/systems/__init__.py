@@ -24,3 +24,8 @@ from ._movable_base import (
     movable_base_mu as movable_base_mu,
     movable_base_top as movable_base_top,
 )
+from ._lagrange_top import (
+    LagrangeTopMovingHamiltonian as LagrangeTopMovingHamiltonian,
+    LagrangeTopRestHamiltonian as LagrangeTopRestHamiltonian,
+    lagrange_top as lagrange_top,
+)
