@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -40,6 +41,7 @@ def _levi_civita() -> np.ndarray:
     return eps
 
 
+@functools.lru_cache(maxsize=None)
 def so3() -> LieAlgebra:
     """so(3) ≅ (R³, ×): ``c_ij^k = ε_ijk`` and ``hat(x) y = x × y``."""
     eps = _levi_civita()
@@ -47,6 +49,7 @@ def so3() -> LieAlgebra:
     return LieAlgebra(eps, name="so(3)", matrix_basis=basis)
 
 
+@functools.lru_cache(maxsize=32)
 def so(n: int) -> LieAlgebra:
     """so(n), n ≥ 2, in the basis ``E_(ij) = e_i e_jᵀ − e_j e_iᵀ`` (i < j, lexicographic).
 
@@ -63,6 +66,7 @@ def so(n: int) -> LieAlgebra:
     return from_matrix_basis(basis, name=f"so({n})")
 
 
+@functools.lru_cache(maxsize=None)
 def so21() -> LieAlgebra:
     """so(2,1) with the basis of seed 002, sec. 5.2 (Bianchi type VIII).
 
@@ -113,16 +117,19 @@ def semidirect(
     return LieAlgebra(c, name=name, matrix_basis=basis)
 
 
+@functools.lru_cache(maxsize=None)
 def se3() -> LieAlgebra:
     """se(3) = so(3) ⋉ R³ with coordinates (ω, v): ``[(ξ,u),(η,v)] = (ξ×η, ξ×v − η×u)``."""
     return semidirect(so3(), name="se(3)")
 
 
+@functools.lru_cache(maxsize=32)
 def euclidean(n: int) -> LieAlgebra:
     """e(n) = so(n) ⋉ Rⁿ (seed 000, sec. 4), coordinates (upper triangle of M, P)."""
     return semidirect(so(n), name=f"e({n})")
 
 
+@functools.lru_cache(maxsize=None)
 def se3_x_r3() -> LieAlgebra:
     """(se(3) × R³) of seed 002, sec. 5.3: so(3) ⋉ (R³ ⊕ R³), coordinates (ξ, u, w).
 
