@@ -10,6 +10,7 @@ from ._integrator import (
     RESULTS as RESULTS,
     RK4 as RK4,
     StepInfo as StepInfo,
+    SurisClebsch as SurisClebsch,
     SurisLagrangeTop as SurisLagrangeTop,
 )
 from ._system import (

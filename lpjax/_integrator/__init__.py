@@ -7,4 +7,4 @@ from .gauss_legendre import GaussLegendre as GaussLegendre, gauss_legendre_table
 from .rk4 import RK4 as RK4
 from .collective import Collective as Collective
 from .moser_veselov import MoserVeselov as MoserVeselov
-from .suris import SurisLagrangeTop as SurisLagrangeTop
+from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop

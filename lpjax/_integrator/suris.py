@@ -12,7 +12,7 @@ from .._system import AbstractSystem, LiePoissonSystem
 from ._base import AbstractIntegrator, StepInfo, finite_result
 from .moser_veselov import cayley_matrix
 
-__all__ = ["SurisLagrangeTop"]
+__all__ = ["SurisLagrangeTop", "SurisClebsch"]
 
 
 def _wedge(a, b):
@@ -97,3 +97,41 @@ class SurisLagrangeTop(AbstractIntegrator):
 def _n(system: LiePoissonSystem) -> int:
     h = system.hamiltonian
     return h.p.shape[0] if _frame(system) == "rest" else h.n
+
+
+class SurisClebsch(AbstractIntegrator):
+    r"""Suris' explicit Poisson map for the Clebsch flow ``c_jk = 1`` (seed 000, Theorem 10). Order 1.
+
+    (7.17): ``M_{k+1} = M_k + ε P_k ∧ (BP_k) / (1 + (ε²/4)<P_k, BP_k>)``,
+    ``P_{k+1} = (I + ε M_{k+1}/2)⁻¹ (I − ε M_{k+1}/2) P_k``, with ε = dt; Poisson for the bracket
+    (4.8)–(4.9), keeps ``|P|²`` to roundoff. Only ``clebsch_case(B)`` (``C=None``) is accepted.
+    """
+
+    order: ClassVar[int] = 1
+
+    def check_system(self, system: AbstractSystem) -> None:
+        from ..systems._clebsch_case import ClebschHamiltonian
+
+        h = getattr(system, "hamiltonian", None)
+        if not (isinstance(system, LiePoissonSystem) and isinstance(h, ClebschHamiltonian) and h.c is None):
+            raise TypeError(
+                "SurisClebsch steps only lpjax.systems.clebsch_case(B) (the flow c_jk = 1), got "
+                f"{getattr(system, 'name', type(system).__name__)}"
+            )
+
+    def init(self, system: LiePoissonSystem, y0: Float[Array, " d"], dt: Scalar):
+        return y0
+
+    def observe(self, system: LiePoissonSystem, y: Float[Array, " d"]) -> Float[Array, " d"]:
+        return y
+
+    def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        B = system.hamiltonian.B
+        n = B.shape[0]
+        d = n * (n - 1) // 2
+        m, P = so(n).hat(y[:d]), y[d:]
+        BP = B * P
+        m1 = m + dt * _wedge(P, BP) / (1 + 0.25 * dt**2 * jnp.dot(P, BP))
+        P1 = cayley_matrix(-0.5 * dt * m1) @ P
+        y1 = jnp.concatenate([so(n).vee(m1, check=False), P1])
+        return y1, finite_result(y1), StepInfo.explicit(y.dtype)

@@ -29,3 +29,4 @@ from ._lagrange_top import (
     LagrangeTopRestHamiltonian as LagrangeTopRestHamiltonian,
     lagrange_top as lagrange_top,
 )
+from ._clebsch_case import ClebschHamiltonian as ClebschHamiltonian, clebsch_case as clebsch_case
