@@ -11,7 +11,7 @@ from jaxtyping import Array, Float, Int, PyTree, Scalar
 
 from .._system import AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator"]
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -68,6 +68,16 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         ...
+
+
+class AbstractStateIsY(AbstractIntegrator):
+    """An integrator whose internal state is the user's state ``y`` itself."""
+
+    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> Float[Array, " n"]:
+        return y0
+
+    def observe(self, system: AbstractSystem, state: Float[Array, " n"]) -> Float[Array, " n"]:
+        return state
 
 
 def finite_result(y: Array) -> Any:

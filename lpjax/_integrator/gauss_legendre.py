@@ -19,7 +19,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._algebra._base import _Frozen
 from .._system import AbstractSystem
-from ._base import RESULTS, AbstractIntegrator, StepInfo, finite_result
+from ._base import RESULTS, AbstractStateIsY, StepInfo, finite_result
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
 
@@ -124,7 +124,7 @@ def _tangent_solve(g, r):
     return jnp.linalg.solve(J.reshape(m, m), r.reshape(m)).reshape(r.shape)
 
 
-class GaussLegendre(AbstractIntegrator):
+class GaussLegendre(AbstractStateIsY):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
 
     The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` inside
@@ -188,11 +188,6 @@ class GaussLegendre(AbstractIntegrator):
         T = self._tableau.array
         return T[:-2], T[-2], T[-1]
 
-    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
-        return y0
-
-    def observe(self, system: AbstractSystem, y: Float[Array, " n"]) -> Float[Array, " n"]:
-        return y
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
         A, b, c = self.tableau

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractSystem, LiePoissonSystem
-from ._base import RESULTS, AbstractIntegrator, StepInfo, finite_result
+from ._base import RESULTS, AbstractStateIsY, StepInfo, finite_result
 from .gauss_legendre import _iterate
 
 __all__ = ["MoserVeselov", "cayley_matrix"]
@@ -47,7 +47,7 @@ def _moser_veselov_lambda(system: AbstractSystem) -> Optional[Array]:
     return None
 
 
-class MoserVeselov(AbstractIntegrator):
+class MoserVeselov(AbstractStateIsY):
     r"""Discrete rigid body of Moser and Veselov as a discrete Lie–Poisson map (order 2).
 
     Reduced discrete Lagrangian ``ℓ(f) = tr(fΛ)`` on SO(n), Legendre transform
@@ -79,11 +79,6 @@ class MoserVeselov(AbstractIntegrator):
                 f"rigid_body_n(J); got {getattr(system, 'name', type(system).__name__)}"
             )
 
-    def init(self, system: LiePoissonSystem, y0: Float[Array, " d"], dt: Scalar):
-        return y0
-
-    def observe(self, system: LiePoissonSystem, y: Float[Array, " d"]) -> Float[Array, " d"]:
-        return y
 
     def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(_moser_veselov_lambda(system), y.dtype)

@@ -7,18 +7,15 @@ from typing import ClassVar
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractSystem
-from ._base import AbstractIntegrator, StepInfo, finite_result
+from ._base import AbstractStateIsY, StepInfo, finite_result
 
 __all__ = ["RK4"]
 
 
-class RK4(AbstractIntegrator):
+class RK4(AbstractStateIsY):
     """Classical RK4. Order 4; preserves linear invariants only (Casimirs and energy drift)."""
 
     order: ClassVar[int] = 4
-
-    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
-        return y0
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
         f = system.vector_field
@@ -28,6 +25,3 @@ class RK4(AbstractIntegrator):
         k4 = f(y + dt * k3)
         y1 = y + (dt / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
         return y1, finite_result(y1), StepInfo.explicit(y.dtype)
-
-    def observe(self, system: AbstractSystem, y: Float[Array, " n"]) -> Float[Array, " n"]:
-        return y

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._algebra import so
 from .._system import AbstractSystem, LiePoissonSystem
-from ._base import AbstractIntegrator, StepInfo, finite_result
+from ._base import AbstractStateIsY, StepInfo, finite_result
 from .moser_veselov import cayley_matrix
 
 __all__ = ["SurisLagrangeTop", "SurisClebsch"]
@@ -30,7 +30,7 @@ def _frame(system: AbstractSystem):
     return None
 
 
-class SurisLagrangeTop(AbstractIntegrator):
+class SurisLagrangeTop(AbstractStateIsY):
     r"""Suris' explicit Poisson maps for the Lagrange top (seed 000, Theorems 6 and 8). Order 1.
 
     Rest frame (6.5): ``m_{k+1} = m_k + ε a_k ∧ p``, ``a_{k+1} = cay(ε m_{k+1}/2) a_k`` with
@@ -57,11 +57,6 @@ class SurisLagrangeTop(AbstractIntegrator):
                 f"{getattr(system, 'name', type(system).__name__)}"
             )
 
-    def init(self, system: LiePoissonSystem, y0: Float[Array, " d"], dt: Scalar):
-        return y0
-
-    def observe(self, system: LiePoissonSystem, y: Float[Array, " d"]) -> Float[Array, " d"]:
-        return y
 
     def integral(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar) -> Scalar:
         """The map's conserved modified energy: (6.6) in the rest frame, (6.21) in the moving one."""
@@ -99,7 +94,7 @@ def _n(system: LiePoissonSystem) -> int:
     return h.p.shape[0] if _frame(system) == "rest" else h.n
 
 
-class SurisClebsch(AbstractIntegrator):
+class SurisClebsch(AbstractStateIsY):
     r"""Suris' explicit Poisson map for the Clebsch flow ``c_jk = 1`` (seed 000, Theorem 10). Order 1.
 
     (7.17): ``M_{k+1} = M_k + ε P_k ∧ (BP_k) / (1 + (ε²/4)<P_k, BP_k>)``,
@@ -119,11 +114,6 @@ class SurisClebsch(AbstractIntegrator):
                 f"{getattr(system, 'name', type(system).__name__)}"
             )
 
-    def init(self, system: LiePoissonSystem, y0: Float[Array, " d"], dt: Scalar):
-        return y0
-
-    def observe(self, system: LiePoissonSystem, y: Float[Array, " d"]) -> Float[Array, " d"]:
-        return y
 
     def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         B = system.hamiltonian.B
