@@ -36,6 +36,7 @@ class AbstractMatrixLieGroup(eqx.Module):
     """
 
     name: eqx.AbstractClassVar[str]
+    R: eqx.AbstractVar[Array]  # the rotation block, shape (..., k, k)
 
     @property
     @abc.abstractmethod
@@ -70,9 +71,9 @@ class AbstractMatrixLieGroup(eqx.Module):
 
     # ---------------------------------------------------------------- algebra
     @property
-    @abc.abstractmethod
     def batch_shape(self) -> tuple[int, ...]:
         """Leading batch axes."""
+        return tuple(self.R.shape[:-2])
 
     @abc.abstractmethod
     def compose(self, other: "AbstractMatrixLieGroup") -> "AbstractMatrixLieGroup":

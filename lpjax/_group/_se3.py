@@ -135,10 +135,6 @@ class SE3(AbstractMatrixLieGroup):
 
     # ---------------------------------------------------------------- methods
     @property
-    def batch_shape(self) -> tuple[int, ...]:
-        return tuple(self.R.shape[:-2])
-
-    @property
     def algebra(self) -> LieAlgebra:
         """The Lie algebra se(3) (:func:`lpjax.algebras.se3`)."""
         return _se3_algebra()

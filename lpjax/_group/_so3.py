@@ -198,10 +198,6 @@ class SO3(AbstractMatrixLieGroup):
 
     # ---------------------------------------------------------------- methods
     @property
-    def batch_shape(self) -> tuple[int, ...]:
-        return tuple(self.R.shape[:-2])
-
-    @property
     def algebra(self) -> LieAlgebra:
         """The Lie algebra so(3) (:func:`lpjax.algebras.so3`)."""
         return _so3_algebra()

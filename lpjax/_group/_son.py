@@ -272,10 +272,6 @@ class SOn(AbstractMatrixLieGroup):
 
     # ---------------------------------------------------------------- methods
     @property
-    def batch_shape(self) -> tuple[int, ...]:
-        return tuple(self.R.shape[:-2])
-
-    @property
     def algebra(self) -> LieAlgebra:
         """The Lie algebra so(n) (:func:`lpjax.algebras.so`)."""
         return _son_algebra(self.n)
