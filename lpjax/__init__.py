@@ -1,9 +1,18 @@
 """lpjax: structure-preserving, differentiable integrators for Lie–Poisson systems."""
 
-from . import algebras as algebras, clebsch as clebsch, diagnostics as diagnostics, groups as groups, systems as systems
+from . import (
+    algebras as algebras,
+    clebsch as clebsch,
+    diagnostics as diagnostics,
+    groups as groups,
+    lagrangians as lagrangians,
+    systems as systems,
+)
 from ._integrate import Solution as Solution, integrate as integrate
 from ._integrator import (
+    AbstractGroupMap as AbstractGroupMap,
     AbstractIntegrator as AbstractIntegrator,
+    DiscreteEulerPoincare as DiscreteEulerPoincare,
     Collective as Collective,
     GaussLegendre as GaussLegendre,
     MoserVeselov as MoserVeselov,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import equinox as eqx
 import jax
@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, Scalar
 
-from ._integrator import RESULTS, AbstractIntegrator
+from ._integrator import RESULTS, AbstractGroupMap, AbstractIntegrator
 from ._system import AbstractSystem
 
 __all__ = ["Solution", "integrate"]
@@ -24,6 +24,8 @@ class Solution(eqx.Module):
         ts: save times, shape ``(n_save + 1,)`` with ``n_save = n_steps // save_every``.
         ys: states at ``ts`` (the initial state first), shape ``(n_save + 1, *y0.shape)``.
         result: a :class:`RESULTS` code, the first failure met (or ``successful``).
+        gs: attitudes ``g`` at ``ts``, shape ``(n_save + 1, n, n)``, for methods run with
+            ``reconstruct=True`` (see :class:`lpjax.AbstractGroupMap`); otherwise ``None``.
         stats: ``max_residual`` (worst final implicit-solver residual over all steps),
             ``max_iterations`` (most iterations any step needed to reach ``tol``),
             ``num_failed_steps`` and ``num_steps``.
@@ -33,6 +35,7 @@ class Solution(eqx.Module):
     ys: Float[Array, "T n"]
     result: RESULTS
     stats: dict[str, Any]
+    gs: Optional[Float[Array, "T n n"]] = None
 
 
 def _is_concrete(x) -> bool:
@@ -91,6 +94,11 @@ def integrate(
 
     state0 = method.init(system, y0, dt)
     rdtype = y0.dtype
+    with_attitude = isinstance(method, AbstractGroupMap) and method.reconstruct
+
+    def observe(state):
+        y = method.observe(system, state)
+        return (y, method.attitude(system, state)) if with_attitude else (y, None)
 
     def one_step(carry, _):
         state, result, max_res, max_it, n_fail = carry
@@ -108,7 +116,7 @@ def integrate(
 
     def one_save(carry, _):
         carry, _ = jax.lax.scan(one_step, carry, None, length=save_every)
-        return carry, method.observe(system, carry[0])
+        return carry, observe(carry[0])
 
     init = (
         state0,
@@ -118,8 +126,11 @@ def integrate(
         jnp.zeros((), jnp.int32),
     )
     n_save = n_steps // save_every
-    (state, result, max_res, max_it, n_fail), ys = jax.lax.scan(one_save, init, None, length=n_save)
-    ys = jnp.concatenate([method.observe(system, state0)[None], ys], axis=0)
+    (state, result, max_res, max_it, n_fail), (ys, gs) = jax.lax.scan(one_save, init, None, length=n_save)
+    y_start, g_start = observe(state0)
+    ys = jnp.concatenate([y_start[None], ys], axis=0)
+    if with_attitude:
+        gs = jnp.concatenate([g_start[None], gs], axis=0)
     ts = t0 + dt * save_every * jnp.arange(n_save + 1, dtype=rdtype)
     if throw:
         ys = result.error_if(ys, result != RESULTS.successful)
@@ -129,4 +140,4 @@ def integrate(
         "num_failed_steps": n_fail,
         "num_steps": jnp.asarray(n_steps, jnp.int32),
     }
-    return Solution(ts=ts, ys=ys, result=result, stats=stats)
+    return Solution(ts=ts, ys=ys, result=result, stats=stats, gs=gs)

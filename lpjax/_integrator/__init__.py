@@ -1,4 +1,5 @@
 from ._base import (
+    AbstractGroupMap as AbstractGroupMap,
     AbstractIntegrator as AbstractIntegrator,
     RESULTS as RESULTS,
     StepInfo as StepInfo,
@@ -8,3 +9,4 @@ from .rk4 import RK4 as RK4
 from .collective import Collective as Collective
 from .moser_veselov import MoserVeselov as MoserVeselov
 from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop
+from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoincare

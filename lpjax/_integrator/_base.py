@@ -6,12 +6,13 @@ import abc
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree, Scalar
 
 from .._system import AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY"]
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "AbstractGroupMap"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -78,6 +79,48 @@ class AbstractStateIsY(AbstractIntegrator):
 
     def observe(self, system: AbstractSystem, state: Float[Array, " n"]) -> Float[Array, " n"]:
         return state
+
+
+class AbstractGroupMap(AbstractIntegrator):
+    r"""A discrete Lie–Poisson map ``y_k ↦ y_{k+1}`` driven by a group element ``W_k ∈ SO(n)``.
+
+    With ``reconstruct=True`` the method also carries the attitude ``g_k ∈ SO(n)``, starting
+    from ``g_0 = I``: ``g_{k+1} = g_k W_k`` for body-frame (left-invariant, ``sign = −1``)
+    systems and ``g_{k+1} = w_k g_k`` for rest-frame (right-invariant, ``sign = +1``) ones
+    (seed 000, eqs (3.8), (3.19); seed 003, eq. (2.7)). For another ``g_0`` multiply the
+    attitudes by it on the left (body frame) or on the right (rest frame). The state is then
+    ``(y, g)``; ``observe`` returns ``y`` and :meth:`attitude` returns ``g``.
+    """
+
+    reconstruct: eqx.AbstractVar[bool]
+
+    @abc.abstractmethod
+    def group_step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
+        """One step: ``(y_{k+1}, W_k, result, info)`` with ``W_k`` the (n, n) group element."""
+
+    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
+        if not self.reconstruct:
+            return y0
+        W = jax.eval_shape(lambda: self.group_step(system, y0, dt)[1])
+        return y0, jnp.eye(W.shape[-1], dtype=W.dtype)
+
+    def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
+        y = state[0] if self.reconstruct else state
+        y1, W, result, info = self.group_step(system, y, dt)
+        if not self.reconstruct:
+            return y1, result, info
+        g = state[1]
+        g1 = g @ W if getattr(system, "sign", -1) == -1 else W @ g
+        return (y1, g1), result, info
+
+    def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
+        return state[0] if self.reconstruct else state
+
+    def attitude(self, system: AbstractSystem, state: PyTree) -> Float[Array, "n n"]:
+        """The reconstructed group element ``g_k`` (needs ``reconstruct=True``)."""
+        if not self.reconstruct:
+            raise ValueError(f"{type(self).__name__}(reconstruct=False) carries no attitude")
+        return state[1]
 
 
 def finite_result(y: Array) -> Any:

@@ -77,8 +77,8 @@ def _stage_residual(Z: Float[Array, "s n"], args) -> Float[Array, "s n"]:
     return Z - dt * _combine(A, _stage_fields(system.vector_field, y, Z))
 
 
-def _iterate(residual, Z0, update, max_iters: int, tol_abs):
-    """Run exactly ``max_iters`` updates ``Z <- Z - update(R(Z))``.
+def _iterate(residual, Z0, update, max_iters: int, tol_abs, unroll: bool = True):
+    """Run exactly ``max_iters`` updates ``Z <- Z - update(R(Z), Z)``.
 
     Returns ``(Z, iterations)`` where ``iterations`` counts the updates made before the
     residual first met ``tol_abs`` (``max_iters + 1`` if it never did before the last one).
@@ -89,10 +89,10 @@ def _iterate(residual, Z0, update, max_iters: int, tol_abs):
         r = residual(Z)
         ok = jnp.max(jnp.abs(r)) <= tol_abs
         first = jnp.where(ok & (first > max_iters), k, first)
-        return (Z - update(r), first), None
+        return (Z - update(r, Z), first), None
 
     init = (Z0, jnp.asarray(max_iters + 1, jnp.int32))
-    (Z, first), _ = jax.lax.scan(body, init, jnp.arange(max_iters, dtype=jnp.int32), unroll=True)
+    (Z, first), _ = jax.lax.scan(body, init, jnp.arange(max_iters, dtype=jnp.int32), unroll=unroll)
     return Z, first
 
 
@@ -209,12 +209,12 @@ class GaussLegendre(AbstractStateIsY):
             M = jnp.eye(s * n, dtype=dtype) - dt * jnp.kron(jnp.asarray(A, dtype), J)
             if s * n <= _SMALL:
                 Minv = _inverse_small(M)
-                update = lambda r: jnp.sum(Minv * r.reshape(1, -1), axis=1).reshape(s, n)  # noqa: E731
+                update = lambda r, _: jnp.sum(Minv * r.reshape(1, -1), axis=1).reshape(s, n)  # noqa: E731
             else:
                 lu = jsl.lu_factor(M)
-                update = lambda r: jsl.lu_solve(lu, r.reshape(-1)).reshape(s, n)  # noqa: E731
+                update = lambda r, _: jsl.lu_solve(lu, r.reshape(-1)).reshape(s, n)  # noqa: E731
         else:
-            update = lambda r: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
+            update = lambda r, _: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
 
         def solve(res, Z0):
             Z, iters = _iterate(res, Z0, update, self.max_iters, tol_abs)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractSystem, LiePoissonSystem
-from ._base import RESULTS, AbstractStateIsY, StepInfo, finite_result
+from ._base import RESULTS, AbstractGroupMap, StepInfo, finite_result
 from .gauss_legendre import _iterate
 
 __all__ = ["MoserVeselov", "cayley_matrix"]
@@ -47,7 +47,7 @@ def _moser_veselov_lambda(system: AbstractSystem) -> Optional[Array]:
     return None
 
 
-class MoserVeselov(AbstractStateIsY):
+class MoserVeselov(AbstractGroupMap):
     r"""Discrete rigid body of Moser and Veselov as a discrete Lie–Poisson map (order 2).
 
     Reduced discrete Lagrangian ``ℓ(f) = tr(fΛ)`` on SO(n), Legendre transform
@@ -71,6 +71,7 @@ class MoserVeselov(AbstractStateIsY):
     order: ClassVar[int] = 2
     max_iters: int = eqx.field(static=True, default=20)
     tol: Optional[float] = eqx.field(static=True, default=None)
+    reconstruct: bool = eqx.field(static=True, default=False)
 
     def check_system(self, system: AbstractSystem) -> None:
         if _moser_veselov_lambda(system) is None:
@@ -80,7 +81,7 @@ class MoserVeselov(AbstractStateIsY):
             )
 
 
-    def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(_moser_veselov_lambda(system), y.dtype)
         g = system.algebra
         M = g.hat(y)
@@ -92,7 +93,7 @@ class MoserVeselov(AbstractStateIsY):
         tol_abs = tol * jnp.maximum(dt * jnp.max(jnp.abs(M)), jnp.finfo(y.dtype).tiny)
 
         def solve(res, x0):
-            x, iters = _iterate(res, x0, lambda r: r / denom, self.max_iters, tol_abs)
+            x, iters = _iterate(res, x0, lambda r, _: r / denom, self.max_iters, tol_abs)
             return x, iters.astype(x.dtype)  # custom_root mishandles integer aux outputs
 
         def tangent_solve(lin, r):
@@ -104,4 +105,4 @@ class MoserVeselov(AbstractStateIsY):
         f = cayley_matrix(g.hat(x))
         y1 = system.algebra.vee(f.T @ M @ f)
         result = RESULTS.where(resid <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
-        return y1, result, StepInfo(resid, iters)
+        return y1, f, result, StepInfo(resid, iters)

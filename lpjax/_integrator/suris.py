@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._algebra import so
 from .._system import AbstractSystem, LiePoissonSystem
-from ._base import AbstractStateIsY, StepInfo, finite_result
+from ._base import AbstractGroupMap, StepInfo, finite_result
 from .moser_veselov import cayley_matrix
 
 __all__ = ["SurisLagrangeTop", "SurisClebsch"]
@@ -30,7 +31,7 @@ def _frame(system: AbstractSystem):
     return None
 
 
-class SurisLagrangeTop(AbstractStateIsY):
+class SurisLagrangeTop(AbstractGroupMap):
     r"""Suris' explicit Poisson maps for the Lagrange top (seed 000, Theorems 6 and 8). Order 1.
 
     Rest frame (6.5): ``m_{k+1} = m_k + ε a_k ∧ p``, ``a_{k+1} = cay(ε m_{k+1}/2) a_k`` with
@@ -46,9 +47,15 @@ class SurisLagrangeTop(AbstractStateIsY):
     ε is the time step dt. Both maps are Poisson for the Lie–Poisson bracket of e(n) and
     keep ``|a|²`` (``|P|²``) and the integrals above to roundoff. Only
     :func:`lpjax.systems.lagrange_top` systems can be stepped.
+
+    ``reconstruct=True`` carries the attitude: ``g_{k+1} = g_k W_k`` (moving frame) or
+    ``g_{k+1} = w_k g_k`` (rest frame) with ``w_k`` from inverting (6.11) like (6.20), with
+    ``A = a_k/|a_k|``. The state map (6.5) does not depend on α but ``w_k`` does (for α ≠ 1,
+    ``w_k ≠ cay(ε m_{k+1}/2)``; only their action on ``a_k`` agrees).
     """
 
     order: ClassVar[int] = 1
+    reconstruct: bool = eqx.field(static=True, default=False)
 
     def check_system(self, system: AbstractSystem) -> None:
         if _frame(system) is None:
@@ -70,23 +77,32 @@ class SurisLagrangeTop(AbstractStateIsY):
         A = jnp.zeros_like(a).at[-1].set(1.0)
         return 0.5 * jnp.dot(m, m) + a[-1] + 0.5 * dt * jnp.dot(m, so(n).vee(_wedge(a, A), check=False))
 
-    def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         n = _n(system)
         d = n * (n - 1) // 2
         m, a = so(n).hat(y[:d]), y[d:]
+        alpha = system.hamiltonian.alpha
         if _frame(system) == "rest":
             m1 = m + dt * _wedge(a, system.hamiltonian.p)
             a1 = cayley_matrix(0.5 * dt * m1) @ a
+            W = _invert_legendre(m1, a / jnp.linalg.norm(a), alpha, dt)  # w_k of (6.11)
         else:
-            alpha = system.hamiltonian.alpha
             A = jnp.zeros_like(a).at[-1].set(1.0)
-            WA = cayley_matrix(0.5 * dt * m) @ A
-            Y = (0.5 * dt / alpha) * (m + (2 * (1 - alpha) / dt) * _wedge(A, WA) / (1 + jnp.dot(A, WA)))
-            W = cayley_matrix(Y)
+            W = _invert_legendre(m, A, alpha, dt)
             a1 = W.T @ a
             m1 = W.T @ m @ W + dt * _wedge(A, a1)
         y1 = jnp.concatenate([so(n).vee(m1, check=False), a1])
-        return y1, finite_result(y1), StepInfo.explicit(y.dtype)
+        return y1, W, finite_result(y1), StepInfo.explicit(y.dtype)
+
+
+def _invert_legendre(m, A, alpha, dt):
+    """``W`` with ``m = (2α/ε)(W − I)(W + I)⁻¹ − (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)``, |A| = 1.
+
+    (6.20) (and (6.11) with ``A = a_k``, ``m = m_{k+1}``): ``WA = cay(εm/2) A`` (6.22), then
+    ``W = cay(Y)`` with ``Y = (ε/2α)[m + (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)]`` (seed errata).
+    """
+    WA = cayley_matrix(0.5 * dt * m) @ A
+    return cayley_matrix((0.5 * dt / alpha) * (m + (2 * (1 - alpha) / dt) * _wedge(A, WA) / (1 + jnp.dot(A, WA))))
 
 
 def _n(system: LiePoissonSystem) -> int:
@@ -94,7 +110,7 @@ def _n(system: LiePoissonSystem) -> int:
     return h.p.shape[0] if _frame(system) == "rest" else h.n
 
 
-class SurisClebsch(AbstractStateIsY):
+class SurisClebsch(AbstractGroupMap):
     r"""Suris' explicit Poisson map for the Clebsch flow ``c_jk = 1`` (seed 000, Theorem 10). Order 1.
 
     (7.17): ``M_{k+1} = M_k + ε P_k ∧ (BP_k) / (1 + (ε²/4)<P_k, BP_k>)``,
@@ -103,6 +119,7 @@ class SurisClebsch(AbstractStateIsY):
     """
 
     order: ClassVar[int] = 1
+    reconstruct: bool = eqx.field(static=True, default=False)
 
     def check_system(self, system: AbstractSystem) -> None:
         from ..systems._clebsch_case import ClebschHamiltonian
@@ -115,13 +132,14 @@ class SurisClebsch(AbstractStateIsY):
             )
 
 
-    def step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         B = system.hamiltonian.B
         n = B.shape[0]
         d = n * (n - 1) // 2
         m, P = so(n).hat(y[:d]), y[d:]
         BP = B * P
         m1 = m + dt * _wedge(P, BP) / (1 + 0.25 * dt**2 * jnp.dot(P, BP))
-        P1 = cayley_matrix(-0.5 * dt * m1) @ P
+        W = cayley_matrix(0.5 * dt * m1)
+        P1 = W.T @ P
         y1 = jnp.concatenate([so(n).vee(m1, check=False), P1])
-        return y1, finite_result(y1), StepInfo.explicit(y.dtype)
+        return y1, W, finite_result(y1), StepInfo.explicit(y.dtype)

@@ -30,3 +30,9 @@ from ._lagrange_top import (
     lagrange_top as lagrange_top,
 )
 from ._clebsch_case import ClebschHamiltonian as ClebschHamiltonian, clebsch_case as clebsch_case
+from ._neumann import (
+    NeumannSystem as NeumannSystem,
+    neumann as neumann,
+    neumann_coordinates as neumann_coordinates,
+    neumann_state as neumann_state,
+)

@@ -22,9 +22,14 @@ def wedge(a: Float[Array, " n"], b: Float[Array, " n"]) -> Float[Array, "n n"]:
 
 
 class LagrangeTopRestHamiltonian(eqx.Module):
-    """``H(m, a) = ½<m, m> + <a, p>`` (seed 000, eq. (5.15)); ``p`` is the rest-frame gravity."""
+    """``H(m, a) = ½<m, m> + <a, p>`` (seed 000, eq. (5.15)); ``p`` is the rest-frame gravity.
+
+    ``alpha`` does not enter H; it is kept for reconstructing the attitude, whose angular
+    velocity depends on the inertia (5.1).
+    """
 
     p: Float[Array, " n"]
+    alpha: Scalar
 
     def __call__(self, y: Array) -> Scalar:
         n = self.p.shape[0]
@@ -69,7 +74,7 @@ def lagrange_top(
     Arguments:
         n: dimension, ≥ 3.
         alpha: anisotropy α > 0; enters only the moving frame (the rest-frame equations and
-            their discrete map (6.5) do not depend on it).
+            their discrete map (6.5) do not depend on it, the rest-frame attitude does).
     Casimirs returned: ``|a|²`` (rest) or ``|P|²`` (moving).
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 3:
@@ -77,7 +82,7 @@ def lagrange_top(
     alpha = positive_vector(jnp.atleast_1d(jnp.asarray(alpha, dtype=float)), 1, "alpha")[0]
     if frame == "rest":
         p = jnp.zeros(n).at[-1].set(1.0) if p is None else finite_array(p, (n,), "p")
-        h = LagrangeTopRestHamiltonian(p)
+        h = LagrangeTopRestHamiltonian(p, alpha)
         sign = 1
     elif frame == "moving":
         if p is not None:

@@ -1,0 +1,111 @@
+"""Reduced discrete Lagrangians ``ℓ(W, P, dt)`` for :class:`lpjax.DiscreteEulerPoincare`."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Scalar
+
+from ._system import AbstractSystem
+
+__all__ = ["moser_veselov", "suris_clebsch", "suris_lagrange_top"]
+
+
+def _tr_log(W: Float[Array, "n n"]) -> Scalar:
+    """``tr log(2I + W + W⁻¹) = log det(2I + W + Wᵀ)`` on SO(n) (positive definite off −1)."""
+    n = W.shape[-1]
+    return jnp.linalg.slogdet(2 * jnp.eye(n, dtype=W.dtype) + W + W.T)[1]
+
+
+class MoserVeselovLagrangian(eqx.Module):
+    """``ℓ(W) = −tr(WΛ)/dt`` (seed 003, sec. 3.4, in the convention ``W_k = g_k⁻¹ g_{k+1}``)."""
+
+    lam: Float[Array, " n"]
+
+    def __call__(self, W, P, dt):
+        return -jnp.sum(jnp.diagonal(W) * self.lam) / dt
+
+
+class SurisClebschLagrangian(eqx.Module):
+    """``ℓ(W, P) = −(1/ε) tr log(2I + W + W⁻¹) + (2/ε) log(1 + (ε²/4)<P, BP>)``: seed 000,
+    eq. (7.16) with the coefficient 2/ε instead of the printed 4/ε (see :func:`suris_clebsch`)."""
+
+    B: Float[Array, " n"]
+    coefficient: float = eqx.field(static=True, default=2.0)
+
+    def __call__(self, W, P, dt):
+        return -_tr_log(W) / dt + self.coefficient / dt * jnp.log1p(0.25 * dt**2 * jnp.dot(P, self.B * P))
+
+
+class SurisLagrangeTopLagrangian(eqx.Module):
+    """Seed 000, eq. (6.1) (rest frame, ``(w, a)``) or (6.16) (moving frame, ``(W, P)``)."""
+
+    alpha: Scalar
+    p: Float[Array, " n"]
+    moving: bool = eqx.field(static=True)
+
+    def __call__(self, W, a, dt):
+        n = W.shape[-1]
+        kinetic = -self.alpha / dt * _tr_log(W)
+        if self.moving:  # (6.16): A = e_n and the state vector is P_k
+            WA = W[:, -1]
+            return kinetic - 2 * (1 - self.alpha) / dt * jnp.log1p(WA[-1]) - dt * jnp.dot(a, WA)
+        # (6.1) with a_{k+1} = w_k a_k
+        return kinetic - 2 * (1 - self.alpha) / dt * jnp.log1p(jnp.dot(a, W @ a)) - dt * jnp.dot(self.p, a)
+
+
+def moser_veselov(system: AbstractSystem) -> MoserVeselovLagrangian:
+    """The Moser–Veselov Lagrangian ``ℓ(W) = −tr(WΛ)/dt`` for ``rigid_body``/``rigid_body_n``.
+
+    Λ is the one :class:`lpjax.MoserVeselov` uses (``Λ = J``, or ``Λ_i = (I_j + I_k − I_i)/2``);
+    ``ℓ ≈ dt·½<Ω, M>`` for ``W = I + dtΩ + …``. Seed 003 writes ``tr(fΛ)`` with
+    ``f = g_{k+1}⁻¹ g_k = W⁻¹`` and the opposite sign of the momentum.
+    """
+    from ._integrator.moser_veselov import _moser_veselov_lambda
+
+    lam = _moser_veselov_lambda(system)
+    if lam is None:
+        raise TypeError(
+            "moser_veselov needs lpjax.systems.rigid_body(inertia) or rigid_body_n(J), got "
+            f"{getattr(system, 'name', type(system).__name__)}"
+        )
+    return MoserVeselovLagrangian(jnp.asarray(lam))
+
+
+def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisClebschLagrangian:
+    """Suris' Lagrangian (7.16) for ``clebsch_case(B)`` (flow c_jk = 1), seed 000.
+
+    As printed, (7.16) has ``(4/ε) log(1 + (ε²/4)<P, BP>)``; its continuous limit is then
+    ``ε<P, BP>`` instead of ``ε·½<P, BP>`` of (7.10), and its DEP map is
+    ``M_{k+1} = M_k + 2ε P∧BP/(1 + …)`` rather than (7.17). With ``2/ε`` (the default) the
+    DEP map is exactly (7.17); ``coefficient=4.0`` gives the printed form.
+    """
+    from .systems._clebsch_case import ClebschHamiltonian
+
+    h = getattr(system, "hamiltonian", None)
+    if not (isinstance(h, ClebschHamiltonian) and h.c is None):
+        raise TypeError(
+            "suris_clebsch needs lpjax.systems.clebsch_case(B) (the flow c_jk = 1), got "
+            f"{getattr(system, 'name', type(system).__name__)}"
+        )
+    return SurisClebschLagrangian(h.B, float(coefficient))
+
+
+def suris_lagrange_top(system: AbstractSystem, alpha: ArrayLike = 0.5) -> SurisLagrangeTopLagrangian:
+    """Suris' Lagrangian for ``lagrange_top``: (6.1) in the rest frame, (6.16) in the moving one.
+
+    The moving frame takes α from the system; in the rest frame the map (6.5) does not
+    depend on α (Theorem 6), so any ``alpha`` gives the same DEP map.
+    """
+    from ._integrator.suris import _frame
+
+    frame = _frame(system)
+    if frame is None:
+        raise TypeError(
+            "suris_lagrange_top needs lpjax.systems.lagrange_top(...), got "
+            f"{getattr(system, 'name', type(system).__name__)}"
+        )
+    h = system.hamiltonian
+    if frame == "moving":
+        return SurisLagrangeTopLagrangian(h.alpha, jnp.zeros(h.n).at[-1].set(1.0), True)
+    return SurisLagrangeTopLagrangian(jnp.asarray(alpha, h.p.dtype), h.p, False)

@@ -1,0 +1,10 @@
+"""Reduced discrete Lagrangians for :class:`lpjax.DiscreteEulerPoincare`."""
+
+from ._lagrangians import (
+    MoserVeselovLagrangian as MoserVeselovLagrangian,
+    SurisClebschLagrangian as SurisClebschLagrangian,
+    SurisLagrangeTopLagrangian as SurisLagrangeTopLagrangian,
+    moser_veselov as moser_veselov,
+    suris_clebsch as suris_clebsch,
+    suris_lagrange_top as suris_lagrange_top,
+)
