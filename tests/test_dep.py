@@ -33,12 +33,12 @@ def _cases():
         y0 = jax.random.normal(jax.random.PRNGKey(n), (d + n,))
         s = clebsch_case(jnp.linspace(0.5, 2.0, n))
         out.append((f"suris_clebsch_{n}", s, lpjax.SurisClebsch(), lagrangians.suris_clebsch(s), y0))
-    for n in (3, 4, 5):
+    for n in (3, 5):
         d = n * (n - 1) // 2
         y0 = jax.random.normal(jax.random.PRNGKey(10 + n), (d + n,))
         s = lagrange_top(n, 0.7, frame="moving")
         out.append((f"suris_moving_{n}", s, lpjax.SurisLagrangeTop(), lagrangians.suris_lagrange_top(s), y0))
-    for n in (3, 4):
+    for n in (3,):
         d = n * (n - 1) // 2
         y0 = _unit_a(jax.random.normal(jax.random.PRNGKey(20 + n), (d + n,)), n)
         s = lagrange_top(n, 0.3, frame="rest")
@@ -66,9 +66,10 @@ def test_printed_clebsch_lagrangian_does_not_give_7_17():
     """(7.16) as printed (4/ε) has twice the potential of (7.10); its DEP map is not (7.17)."""
     s = clebsch_case(jnp.array([0.5, 1.0, 2.0]))
     y0 = jax.random.normal(jax.random.PRNGKey(3), (6,))
-    ref, _, _ = lpjax.SurisClebsch().step(s, y0, DT)
-    printed, _, _ = lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(s, 4.0)).step(s, y0, DT)
-    fixed, _, _ = lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(s)).step(s, y0, DT)
+    step = jax.jit(lambda method: method.step(s, y0, DT)[0])
+    ref = step(lpjax.SurisClebsch())
+    printed = step(lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(s, 4.0)))
+    fixed = step(lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(s)))
     assert float(jnp.max(jnp.abs(fixed - ref))) < 1e-14
     # one step differs at first order: by dt·P∧BP/(1 + …)
     assert float(jnp.max(jnp.abs(printed - ref))) > 0.1 * DT * float(jnp.max(jnp.abs(ref - y0)) / DT)
@@ -127,3 +128,92 @@ def test_reconstructed_attitudes_solve_the_discrete_euler_lagrange_equations(cas
     assert sol.gs.shape == (21, n, n)
     scale = float(jnp.max(jnp.abs(sol.ys)))
     assert _del_residual(system, ell, sol.ys, sol.gs) <= 1e-12 * scale
+
+
+@pytest.mark.parametrize("case", [CASES[i] for i in (0, 3, 4, 6)], ids=[IDS[i] for i in (0, 3, 4, 6)])
+def test_attitude_stays_in_so_n_and_noether_momentum_is_kept(case):
+    """10⁴ steps: |gᵀg − I| and det g at roundoff; the spatial momentum g M gᵀ (free body),
+    or the spatial gravity g P (tops, Clebsch), or a_k = g_k a_0 (rest frame) is conserved."""
+    _, system, ref, _, y0 = case
+    sol = lpjax.integrate(system, type(ref)(reconstruct=True), y0, DT, 10_000, save_every=100)
+    gs, ys = sol.gs, sol.ys
+    n = gs.shape[-1]
+    eye = jnp.eye(n)
+    assert float(jnp.max(jnp.abs(jnp.einsum("tji,tjk->tik", gs, gs) - eye[None]))) < 1e-13
+    assert float(jnp.max(jnp.abs(jnp.linalg.det(gs) - 1))) < 1e-13
+    d = so(n).dim
+    if ys.shape[-1] == d:  # free rigid body: m = g M gᵀ
+        spatial = jnp.einsum("tij,tjk,tlk->til", gs, system.algebra.hat(ys), gs)
+    elif system.sign == -1:  # body frame: p = g P
+        spatial = jnp.einsum("tij,tj->ti", gs, ys[:, d:])
+    else:  # rest frame: a_k = g_k a_0
+        spatial = ys[:, d:] - jnp.einsum("tij,j->ti", gs, ys[0, d:])
+    drift = spatial - spatial[:1] if system.sign == -1 else spatial
+    assert float(jnp.max(jnp.abs(drift))) < 1e-12 * float(jnp.max(jnp.abs(ys[0])))
+
+
+def test_moser_veselov_attitude_converges_with_order_2():
+    """g_k against DOP853 on Ṁ = M × Ω, Ṙ = R Ω̂ (Ω = I⁻¹M) at t = 2."""
+    from scipy.integrate import solve_ivp
+
+    inertia = np.array([1.0, 2.0, 3.0])
+    M0 = np.array([1.0, 0.5, 0.8])
+    hat = lambda w: np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]])  # noqa: E731
+
+    def rhs(t, z):
+        M, R = z[:3], z[3:].reshape(3, 3)
+        Om = M / inertia
+        return np.concatenate([np.cross(M, Om), (R @ hat(Om)).ravel()])
+
+    ref = solve_ivp(rhs, (0, 2.0), np.concatenate([M0, np.eye(3).ravel()]), method="DOP853", rtol=1e-13, atol=1e-13)
+    R_ref = ref.y[3:, -1].reshape(3, 3)
+    system = rigid_body(jnp.asarray(inertia))
+    dts = [0.1, 0.05, 0.025]
+    errs = [
+        float(jnp.max(jnp.abs(lpjax.integrate(system, lpjax.MoserVeselov(reconstruct=True), M0, dt, round(2.0 / dt)).gs[-1] - R_ref)))
+        for dt in dts
+    ]
+    assert abs(lpjax.diagnostics.empirical_order(dts, errs) - 2) < 0.2
+
+
+def test_dep_gradient_matches_finite_differences():
+    """d/dB of a final-state functional through 20 DEP steps of Suris' Clebsch Lagrangian."""
+    y0 = jnp.array([0.3, -0.2, 0.5, 0.6, -0.4, 0.7])
+
+    @jax.jit
+    def loss(B):
+        s = clebsch_case(B)
+        ys = lpjax.integrate(s, lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(s)), y0, 0.1, 20).ys
+        return jnp.sum(ys[-1] ** 2 * jnp.arange(1, 7))
+
+    B = jnp.array([0.5, 1.0, 2.0])
+    g = jax.grad(loss)(B)
+    h = 1e-6
+    fd = jnp.array([(loss(B.at[i].add(h)) - loss(B.at[i].add(-h))) / (2 * h) for i in range(3)])
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_dep_is_a_poisson_map():
+    _, system, _, ell, y0 = CASES[4]  # moving-frame Lagrange top, n = 3
+    assert poisson_defect(lpjax.DiscreteEulerPoincare(ell), system, y0, 0.1) < 1e-12
+    assert poisson_defect(lpjax.RK4(), system, y0, 0.1) > 1e-8
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="callable"):
+        lpjax.DiscreteEulerPoincare(3.0)
+    with pytest.raises(ValueError, match="max_iters"):
+        lpjax.DiscreteEulerPoincare(lambda W, P, dt: 0.0, max_iters=0)
+    dep = lpjax.DiscreteEulerPoincare(lambda W, P, dt: -jnp.trace(W) / dt)
+    with pytest.raises(TypeError, match="so\\(n\\)"):
+        lpjax.integrate(kida_vortex(0.1, 0.05), dep, jnp.array([1.0, 0.1, -1.2]), 0.1, 2)
+    with pytest.raises(TypeError, match="rigid_body"):
+        lagrangians.moser_veselov(heavy_top(jnp.ones(3), jnp.array([0.0, 0.0, 1.0]), 1.0))
+    with pytest.raises(TypeError, match="clebsch_case"):
+        lagrangians.suris_clebsch(rigid_body(jnp.ones(3)))
+    with pytest.raises(TypeError, match="lagrange_top"):
+        lagrangians.suris_lagrange_top(rigid_body(jnp.ones(3)))
+    system = rigid_body(jnp.array([1.0, 2.0, 3.0]))
+    state = lpjax.MoserVeselov().init(system, jnp.ones(3), 0.1)
+    with pytest.raises(ValueError, match="reconstruct=False"):
+        lpjax.MoserVeselov().attitude(system, state)

@@ -24,8 +24,6 @@ def _phase_space(system: AbstractSystem):
     if not isinstance(system, LiePoissonSystem) or system.sign not in (-1, 1):
         return None
     name = system.algebra.name
-    if name == "so(3)" and system.algebra.dim == 3:
-        return system.algebra, 3, False
     if name.startswith("so(") and name[3:-1].isdigit():
         return system.algebra, int(name[3:-1]), False
     if name == "se(3)":
