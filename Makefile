@@ -24,6 +24,8 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/rigid_body.py
+	MPLBACKEND=Agg $(PY) benchmarks/collective.py
+	MPLBACKEND=Agg $(PY) benchmarks/explicit_maps.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -2,56 +2,65 @@
 
     python benchmarks/explicit_maps.py [--quick] [--out benchmarks/results/] [--chunk 512]
 
-Problems (float64, random initial states from ``numpy.random.default_rng(SEED)``):
+Problems (float64; random initial states from ``numpy.random.default_rng([SEED, k])``):
 
 * Lagrange tops: ``lpjax.systems.lagrange_top(3, frame="rest")`` (gravity p = e_3), state
   y = (m01, m02, m12, a) with m ~ N(0, 1)^3 and a uniform on the unit sphere; dt = 0.01;
 * free rigid bodies: ``lpjax.systems.rigid_body((1, 2, 3))``, state M ~ N(0, 1)^3; dt = 0.02.
 
-Methods, each run on an ensemble of N bodies for a fixed number of steps, only the final
-states kept (no trajectories are stored):
+Methods. Every row runs an ensemble of N bodies for a fixed number of steps and keeps only
+the final states (no trajectory is stored, also not for N = 1e6):
 
-* the explicit structure-preserving map of each system: ``lpjax.SurisLagrangeTop()`` (eq.
-  (6.5), explicit) for the tops, ``lpjax.MoserVeselov()`` (default settings: implicit in
-  Cayley coordinates, ``max_iters`` = 20 fixed iterations) for the rigid bodies. Each
-  ``method.step`` is scanned over time and vmapped over the bodies in two layouts:
-  *wide* = ``jit(vmap(scan))`` over all N bodies at once, and *chunked* = ``jit(lax.map(
-  vmap(scan), y0.reshape(n_chunks, chunk, d)))`` (time-inside-chunk: each chunk of ``--chunk``
-  bodies runs its whole time scan; N is padded up to a multiple of the chunk with copies of
-  the first states, and the padding is counted as overhead, not as work). Both carry a
-  per-body success flag built from the step's RESULTS code;
+* the structure-preserving discrete map of each system: ``lpjax.SurisLagrangeTop()`` (eq.
+  (6.5), explicit) for the tops; ``lpjax.MoserVeselov()`` for the rigid bodies (default
+  settings: implicit, solved in Cayley coordinates by ``max_iters`` = 20 fixed,
+  preconditioned fixed-point iterations). ``method.step`` is scanned over time (carrying a
+  per-body flag ``ok &= result == RESULTS.successful``) and vmapped over bodies in two
+  layouts: *wide* = ``vmap(scan)`` over all N bodies at once; *chunked* = ``lax.map(
+  vmap(scan), y0.reshape(n_chunks, chunk, d))`` (time inside chunk: each chunk of
+  ``--chunk`` bodies runs its whole time scan; N is padded up to a multiple of the chunk
+  with copies of the first states, whose results are dropped: padding is overhead, not
+  counted as work);
 * **the reference peer**: a hand-written numba loop of the same map (``@numba.njit(
-  fastmath=False)``, single thread, loop over bodies outside and steps inside, unrolled 3x3
-  closed forms; Moser–Veselov with the same preconditioned fixed-point iteration in Cayley
-  coordinates and the same 20 iterations as lpjax, then ``M_{k+1} = f^T M_k``, which equals
-  lpjax's ``vee(f^T hat(M_k) f)`` for the rotation f). Its final states are checked against
-  lpjax's (printed: max |y_numba - y_lpjax|);
-* a diagnostic, not part of lpjax: the same maps written as closed-form elementwise ``jnp``
-  code (no 3x3 ``dot``/``einsum``), in both layouts, to separate the cost of the layout from
-  the cost of lpjax's matrix-based step;
+  fastmath=False)``, one thread, loop over bodies outside and steps inside, unrolled 3x3
+  closed forms; Moser–Veselov with lpjax's fixed-point iteration in Cayley coordinates and
+  the same 20 iterations, then ``M_{k+1} = f^T M_k``, which equals lpjax's
+  ``vee(f^T hat(M_k) f)`` for the rotation f). Its final states are compared with every
+  JAX variant's (printed as max |y - y_numba|);
+* diagnostic, not lpjax code: the same two maps written as closed-form elementwise ``jnp``
+  scalar code (no 3x3 ``dot``/``einsum``), in both layouts. It separates what the layout
+  costs from what lpjax's matrix-based step costs;
 * ``lpjax.GaussLegendre(2)`` (GL4, default settings) on the continuous system, wide layout;
 * diffrax ``Tsit5`` on ``ODETerm(lambda t, y, args: system.vector_field(y))`` with
-  ``ConstantStepSize`` and dt0 = dt (the same steps as GL4), ``jit(vmap(diffeqsolve))``.
+  ``ConstantStepSize()`` and dt0 = dt (the same steps as GL4), ``vmap(diffeqsolve)``.
 
-Work per row: N = 1e5 bodies (``--quick``: 1e4). Step counts differ per method so that each
-timed call stays at a few seconds on this machine (see the ``steps`` column); throughput is
-counted per body-step, which is what the table compares. N-scaling: N = 1e2 ... 1e6 (quick:
-1e2 ... 1e4) for the explicit maps (lpjax wide and chunked, numba, and the closed-form jnp
-diagnostic); at N = 1e6 the step count is cut by 10x to keep the run short.
+Work. N = 1e5 bodies for every row (``--quick``: 1e4). The step counts differ between the
+map rows and the GL4/Tsit5 rows so that one timed call stays at a few seconds on this
+machine (``steps`` column); all rows are compared per body-step. N-scaling: N = 1e2, 1e3,
+1e4, 1e5, 1e6 (quick: only the main N) for numba and the four JAX layouts of the map; at
+N = 1e6 the step count is cut (tops 200 -> 20, rigid bodies 10 -> 2) to keep the run short.
 
-Timing: each configuration is jitted once (numba compiles on its first call); the first call
-is timed separately and the reported time is the median wall time of the second and later
-calls, each ended by ``jax.block_until_ready`` (at least one, more while they fit a small
-budget). ``compile`` = first-call time minus that median. ``cpu/wall`` = process CPU time /
-wall time of the timed calls (> 1 means XLA used more than one thread; numba is single
-threaded). ``ratio`` = throughput / throughput(numba loop of the same system's map, same N,
-measured in the same run): ratio > 1 means faster than numba, < 1 slower.
+Timing. Every JAX function is compiled ahead of time, ``jax.jit(fn).lower(y0).compile()``,
+two compilations at a time (``benchmarks.collective.compile_all``), before anything is
+timed; ``compile`` is that trace + lower + XLA compile time (what the first call of a jitted
+function costs on top of a later one). numba is compiled by a first call on two bodies, and
+that call's time is its ``compile``. Then each compiled function is called: the first call
+is a warm-up, and the reported time is the median wall time of the later calls, each ended
+by ``jax.block_until_ready`` (at least one; more while they fit in a small budget). A
+warm-up call longer than ``long_call_s`` (8 s; quick 0.5 s) is the single sample instead
+(it includes no compilation). ``cpu/wall`` = process CPU time / wall time of the timed
+calls: > 1 when XLA runs its intra-op thread pool (numba is single threaded), < 1 when other
+processes take the CPU. ``ratio`` = throughput / throughput(numba loop of the same system's
+map at the same N, same run): ratio > 1 means faster than numba, < 1 slower. ``cpu ratio``
+is the same with process CPU time (all threads) per body-step in place of wall time, so a
+layout that runs on both cores is not credited for it.
 
 Sanity checks: relative drift of |a|^2 and of the Suris integral
 ``SurisLagrangeTop().integral(system, y, dt)`` (eq. (6.6)) for the tops, and of |M|^2 for
-Moser–Veselov, over the whole run (max over the ensemble).
+Moser–Veselov, over the whole run (max over the ensemble); the iterations the Moser–Veselov
+solve actually needed (``lpjax.integrate`` stats on the first 1000 bodies).
 
-Output: a fixed-width table on stdout, ``explicit_maps.json`` and ``explicit_maps.png``
+Output: fixed-width tables on stdout, ``explicit_maps.json`` and ``explicit_maps.png``
 (throughput against N, log-log) in the output directory (written atomically).
 """
 
@@ -61,8 +70,8 @@ import argparse
 import gc
 import io
 import json
-import math
 import os
+import resource
 import statistics
 import sys
 import time
@@ -86,33 +95,34 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 import lpjax  # noqa: E402
+from benchmarks.collective import compile_all  # noqa: E402
 from benchmarks.rigid_body import atomic_write_bytes  # noqa: E402
 from benchmarks.rigid_body import metadata as _rigid_body_metadata  # noqa: E402
 
 SEED = 20240917
 INERTIA = (1.0, 2.0, 3.0)
 DEFAULT_CHUNK = 512
+MAX_REPEATS = 9
 
-# per system: dt, steps of the explicit map, steps of GL4 / Tsit5 (same N), full and quick
-CONFIG = {
+CONFIG = {  # per system: dt; steps of the map (N < 1e6 and N >= 1e6) and of GL4 / Tsit5
     "full": {
         "N": 100_000,
         "scaling_N": [100, 1_000, 10_000, 100_000, 1_000_000],
-        "top": {"dt": 0.01, "map_steps": 200, "cont_steps": 10},
-        "rb": {"dt": 0.02, "map_steps": 20, "cont_steps": 20},
+        "top": {"dt": 0.01, "map_steps": 200, "big_N_steps": 20, "cont_steps": 4},
+        "rb": {"dt": 0.02, "map_steps": 10, "big_N_steps": 2, "cont_steps": 10},
         "repeat_budget_s": 1.0,
+        "long_call_s": 8.0,
     },
     "quick": {
         "N": 10_000,
-        "scaling_N": [100, 1_000, 10_000],
-        "top": {"dt": 0.01, "map_steps": 100, "cont_steps": 10},
-        "rb": {"dt": 0.02, "map_steps": 20, "cont_steps": 10},
+        "scaling_N": [10_000],  # the main rows only: each extra N costs compilations
+        "top": {"dt": 0.01, "map_steps": 100, "big_N_steps": 10, "cont_steps": 4},
+        "rb": {"dt": 0.02, "map_steps": 10, "big_N_steps": 2, "cont_steps": 10},
         "repeat_budget_s": 0.3,
+        "long_call_s": 0.5,
     },
 }
-BIG_N = 1_000_000  # at and above this N the step count is divided by BIG_N_STEP_DIVISOR
-BIG_N_STEP_DIVISOR = 10
-MAX_REPEATS = 9
+BIG_N = 1_000_000  # from this N on, the map runs big_N_steps steps
 
 
 def loadavg():
@@ -122,38 +132,38 @@ def loadavg():
 # ----------------------------------------------------------------------------- timing
 
 
-def measure(fn, budget_s: float, max_repeats: int = MAX_REPEATS):
-    """Time ``fn()`` (which blocks until its result is ready).
+def time_call(call, budget_s: float, long_call_s: float):
+    """Median wall time of repeated ``call()`` (each blocks until its result is ready).
 
-    The first call (compile + run) is timed on its own; then at least one more call, and
-    more (up to ``max_repeats``) while their total stays under ``budget_s``. Returns
-    ``(result, dict)`` with the median wall time of the later calls and their CPU time.
+    The first call is a warm-up and is discarded, unless it took longer than ``long_call_s``:
+    then it is the single sample. Otherwise calls are repeated (at least one, at most
+    ``MAX_REPEATS``) while their total stays under ``budget_s``.
     """
     gc.collect()
-    t = time.perf_counter()
-    fn()
-    first = time.perf_counter() - t
-    walls, cpus = [], []
-    gc.collect()
     gc.disable()
+    walls, cpus, first, single = [], [], None, False
     try:
-        while True:
+        t, c = time.perf_counter(), time.process_time()
+        out = call()
+        first = time.perf_counter() - t
+        if first > long_call_s:
+            walls, cpus, single = [first], [time.process_time() - c], True
+        while not single:
             t, c = time.perf_counter(), time.process_time()
-            out = fn()
+            out = call()
             walls.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c)
-            if len(walls) >= max_repeats or sum(walls) + walls[-1] > budget_s:
+            if len(walls) >= MAX_REPEATS or sum(walls) + walls[-1] > budget_s:
                 break
     finally:
         gc.enable()
-    run = statistics.median(walls)
     return out, {
-        "time_s": run,
+        "time_s": statistics.median(walls),
         "time_min_s": min(walls),
         "first_call_s": first,
-        "compile_s": max(first - run, 0.0),
         "n_timed_calls": len(walls),
-        "cpu_over_wall": sum(cpus) / sum(walls) if sum(walls) > 0 else None,
+        "single_long_call": single,
+        "cpu_over_wall": sum(cpus) / max(sum(walls), 1e-12),
     }
 
 
@@ -176,15 +186,14 @@ def _body_scan(step, n_steps: int):
 
 
 def wide(step, n_steps: int):
-    """``jit(vmap(scan))`` over all bodies at once."""
-    return jax.jit(jax.vmap(_body_scan(step, n_steps)))
+    """``vmap(scan)`` over all bodies at once."""
+    return jax.vmap(_body_scan(step, n_steps))
 
 
 def chunked(step, n_steps: int, chunk: int):
-    """``jit(lax.map(vmap(scan)))`` over chunks of ``chunk`` bodies (time inside chunk)."""
+    """``lax.map(vmap(scan))`` over chunks of ``chunk`` bodies (time inside chunk)."""
     per_chunk = jax.vmap(_body_scan(step, n_steps))
 
-    @jax.jit
     def run(y0s):
         N, d = y0s.shape
         c = min(chunk, N)
@@ -200,10 +209,9 @@ def chunked(step, n_steps: int, chunk: int):
 
 def lpjax_step(system, method, dt):
     """``method.step`` as ``y -> (y, ok)``; ok is the step's RESULTS code == successful."""
-    dt = jnp.asarray(dt)
 
     def step(y):
-        y, result, _ = method.step(system, y, dt)
+        y, result, _ = method.step(system, y, jnp.asarray(dt, y.dtype))
         return y, result == lpjax.RESULTS.successful
 
     return step
@@ -351,6 +359,7 @@ def numba_moser_veselov(y0s, lam, dt, n_steps, iters):
 
 
 def diffrax_ensemble(system, dt, n_steps):
+    """``vmap`` over bodies of diffrax Tsit5 with ``n_steps`` constant steps of ``dt``."""
     term = diffrax.ODETerm(lambda t, y, args: system.vector_field(y))
     solver = diffrax.Tsit5()
 
@@ -360,9 +369,10 @@ def diffrax_ensemble(system, dt, n_steps):
             stepsize_controller=diffrax.ConstantStepSize(),
             saveat=diffrax.SaveAt(t1=True), max_steps=n_steps + 2,
         )
-        return sol.ys[-1], (sol.result == diffrax.RESULTS.successful) & (sol.stats["num_steps"] == n_steps)
+        ok = (sol.result == diffrax.RESULTS.successful) & (sol.stats["num_steps"] == n_steps)
+        return sol.ys[-1], ok
 
-    return jax.jit(jax.vmap(solve))
+    return jax.vmap(solve)
 
 
 # ----------------------------------------------------------------------------- problems
@@ -378,12 +388,24 @@ def initial_states(kind: str, N: int) -> np.ndarray:
     return np.ascontiguousarray(rng.standard_normal((N, 3)))
 
 
+MAP_VARIANTS = (  # (scaling / agreement key, table label prefix, step kind, layout)
+    ("lpjax wide", "lpjax", "lpjax", "wide"),
+    ("lpjax chunked", "lpjax", "lpjax", "chunked"),
+    ("jnp closed form wide", "jnp closed form", "cf", "wide"),
+    ("jnp closed form chunked", "jnp closed form", "cf", "chunked"),
+)
+GL4_LABEL = "lpjax GL4 (GaussLegendre(2))"
+TSIT5_LABEL = "diffrax Tsit5"
+
+
 class Problem:
+    """One ensemble problem: the system, its discrete map and the ensemble functions."""
+
     def __init__(self, kind: str, cfg: dict, chunk: int):
         self.kind = kind
-        self.dt = cfg[kind]["dt"]
-        self.map_steps = cfg[kind]["map_steps"]
-        self.cont_steps = cfg[kind]["cont_steps"]
+        c = cfg[kind]
+        self.dt = c["dt"]
+        self.map_steps, self.big_N_steps, self.cont_steps = c["map_steps"], c["big_N_steps"], c["cont_steps"]
         self.chunk = chunk
         if kind == "top":
             self.system = lpjax.systems.lagrange_top(3, frame="rest")
@@ -391,91 +413,98 @@ class Problem:
             self.p = np.asarray(self.system.hamiltonian.p, dtype=np.float64)
             self.title = "Lagrange tops, e(3)*, rest frame, p = e_3"
             self.map_name = "Suris (6.5)"
+            self.cf_step = suris_closed_form_step(self.p, self.dt)
         else:
             self.system = lpjax.systems.rigid_body(jnp.asarray(INERTIA))
             self.method = lpjax.MoserVeselov()
             self.lam = np.asarray(mv_lambda(INERTIA), dtype=np.float64)
             self.title = f"free rigid bodies, so(3)*, inertia {INERTIA}"
             self.map_name = f"Moser-Veselov ({self.method.max_iters} its)"
-        self._lp_step = lpjax_step(self.system, self.method, self.dt)
-        self._cf_step = (suris_closed_form_step(self.p, self.dt) if kind == "top"
-                         else mv_closed_form_step(INERTIA, self.dt, self.method.max_iters))
-        self._fns = {}
+            self.cf_step = mv_closed_form_step(INERTIA, self.dt, self.method.max_iters)
+        self.lp_step = lpjax_step(self.system, self.method, self.dt)
 
     def steps_for(self, N: int) -> int:
-        return self.map_steps // BIG_N_STEP_DIVISOR if N >= BIG_N else self.map_steps
+        return self.big_N_steps if N >= BIG_N else self.map_steps
 
-    def jax_fn(self, variant: str, layout: str, n_steps: int):
-        """Jitted ensemble function; one per (variant, layout, steps), retraced per shape by jit."""
-        key = (variant, layout, n_steps)
-        if key not in self._fns:
-            step = self._lp_step if variant == "lpjax" else self._cf_step
-            self._fns[key] = (wide(step, n_steps) if layout == "wide"
-                              else chunked(step, n_steps, self.chunk))
-        return self._fns[key]
+    def map_fn(self, step_kind: str, layout: str, n_steps: int):
+        step = self.lp_step if step_kind == "lpjax" else self.cf_step
+        return wide(step, n_steps) if layout == "wide" else chunked(step, n_steps, self.chunk)
 
     def numba_run(self, y0s: np.ndarray, n_steps: int) -> np.ndarray:
         if self.kind == "top":
             return numba_suris(y0s, self.p, self.dt, n_steps)
         return numba_moser_veselov(y0s, self.lam, self.dt, n_steps, self.method.max_iters)
 
-    # sanity checks -------------------------------------------------------------------
     def invariant_drifts(self, y0s: np.ndarray, yT: np.ndarray) -> dict:
+        """Max over the ensemble of the relative drift of the map's invariants."""
         if self.kind == "top":
-            a0, aT = y0s[:, 3:], yT[:, 3:]
-            ca0, caT = np.sum(a0 * a0, 1), np.sum(aT * aT, 1)
+            ca0, caT = np.sum(y0s[:, 3:] ** 2, 1), np.sum(yT[:, 3:] ** 2, 1)
             integral = jax.jit(jax.vmap(lambda y: self.method.integral(self.system, y, self.dt)))
-            H0 = np.asarray(integral(jnp.asarray(y0s)))
-            HT = np.asarray(integral(jnp.asarray(yT)))
-            # scale: |H| can pass through 0, so divide by a positive bound of its terms
-            m0 = y0s[:, :3]
-            scale = (0.5 * np.sum(m0 * m0, 1) + np.sqrt(ca0) * np.linalg.norm(self.p)
-                     * (1 + 0.5 * self.dt * np.linalg.norm(m0, axis=1)))
-            return {"max_rel_drift_|a|^2": float(np.max(np.abs(caT - ca0) / ca0)),
-                    "max_rel_drift_suris_integral": float(np.max(np.abs(HT - H0) / scale))}
-        c0, cT = np.sum(y0s * y0s, 1), np.sum(yT * yT, 1)
-        return {"max_rel_drift_|M|^2": float(np.max(np.abs(cT - c0) / c0))}
+            H0, HT = np.asarray(integral(jnp.asarray(y0s))), np.asarray(integral(jnp.asarray(yT)))
+            # H_eps can pass through 0: divide by a positive bound of its terms
+            m0 = np.linalg.norm(y0s[:, :3], axis=1)
+            scale = 0.5 * m0**2 + np.sqrt(ca0) * np.linalg.norm(self.p) * (1 + 0.5 * self.dt * m0)
+            return {"|a|^2": float(np.max(np.abs(caT - ca0) / ca0)),
+                    "H_eps (6.6)": float(np.max(np.abs(HT - H0) / scale))}
+        c0, cT = np.sum(y0s**2, 1), np.sum(yT**2, 1)
+        return {"|M|^2": float(np.max(np.abs(cT - c0) / c0))}
 
 
 # ----------------------------------------------------------------------------- output
 
 
-def print_table(P: Problem, rows, agreement, drifts, N: int) -> None:
-    hdr = (f"{'method':<31}{'layout':>9}{'N':>9}{'steps':>7}{'body-steps/s':>14}"
-           f"{'ns/b-step':>11}{'ratio':>9}{'compile[s]':>11}{'cpu/wall':>9}  note")
-    print(f"\n{P.title}: N = {N}, dt = {P.dt}, chunk = {P.chunk}, float64")
+def print_table(P: Problem, rows, agreement, drifts, extra, N: int, compile_wall: float, n_jobs: int) -> None:
+    hdr = (f"{'method':<40}{'layout':>8}{'N':>8}{'steps':>6}{'body-steps/s':>13}"
+           f"{'ns/b-step':>11}{'ratio':>8}{'compile[s]':>11}{'cpu/wall':>9}{'cpu ns/b-s':>11}"
+           f"{'cpu ratio':>10}  note")
+    print(f"\n{P.title}: N = {N}, dt = {P.dt}, chunk = {P.chunk}, float64, "
+          f"{jax.default_backend().upper()}, {os.cpu_count()} CPUs")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        comp = f"{r['compile_s']:11.2f}"
-        cw = f"{r['cpu_over_wall']:9.2f}" if r["cpu_over_wall"] is not None else f"{'-':>9}"
-        print(f"{r['method']:<31}{r['layout']:>9}{r['N']:9d}{r['steps']:7d}"
-              f"{r['throughput']:14.3e}{r['ns_per_body_step']:11.1f}{r['ratio']:9.3g}{comp}{cw}"
-              f"  {r['note']}")
+        print(f"{r['method']:<40}{r['layout']:>8}{r['N']:8d}{r['steps']:6d}{r['throughput']:13.3e}"
+              f"{r['ns_per_body_step']:11.1f}{r['ratio']:8.3g}{r['compile_s']:11.2f}"
+              f"{r['cpu_over_wall']:9.2f}{r['cpu_ns_per_body_step']:11.1f}{r['cpu_ratio']:10.3g}  {r['note']}")
     print("-" * len(hdr))
-    print("ratio = throughput / throughput(numba loop of the same map, this N, this run): "
-          ">1 faster than numba, <1 slower.")
-    for name, v in agreement.items():
-        print(f"agreement with numba, {name}: max |y - y_numba| = {v['max_abs_diff']:.2e} "
-              f"(max |y| = {v['max_abs_y']:.2f}; {v['steps']} steps, {v['N']} bodies)")
-    for name, d in drifts.items():
-        print(f"invariants, {name}: " + ", ".join(f"{k} = {v:.2e}" for k, v in d.items()))
+    print(f"ratio = throughput / throughput(numba loop, same map, same N, this run) = "
+          f"{rows[0]['throughput']:.3e} body-steps/s: >1 faster than numba, <1 slower. "
+          f"cpu ns/b-s = process CPU time per body-step (all threads); cpu ratio = numba's / this "
+          f"row's (>1: less CPU than numba).")
+    print(f"time = median wall time of the 2nd+ call (after block_until_ready); compile = trace + "
+          f"lower + XLA compile, ahead of time, 2 at a time (all {n_jobs} JAX functions of this "
+          f"system: {compile_wall:.1f} s wall); numba: its first call, on 2 bodies.")
+    for k, v in agreement.items():
+        print(f"agreement with numba ({v['N']} bodies, {v['steps']} steps), {k:<24}: "
+              f"max |y - y_numba| = {v['max_abs_diff']:.2e}  (max |y| = {v['max_abs_y']:.2f})")
+    for k, d in drifts.items():
+        print(f"invariant drift over the run, max over bodies, {k:<14}: "
+              + ", ".join(f"rel d{n} = {v:.2e}" for n, v in d.items()))
+    if extra:
+        print(f"Moser-Veselov solve: at most {extra['iterations_needed_max']} of the "
+              f"{extra['iterations_run']} fixed iterations were needed to reach tol (first "
+              f"{extra['sample_bodies']} bodies, lpjax.integrate stats); max final residual "
+              f"{extra['max_final_residual']:.1e}")
 
 
 def print_scaling(P: Problem, scaling) -> None:
-    print(f"\nN-scaling, {P.title}, {P.map_name}: ns per body-step (body-steps/s)")
-    variants = list(dict.fromkeys(s["variant"] for s in scaling))
-    hdr = f"{'N':>9}{'steps':>7}" + "".join(f"{v:>26}" for v in variants)
+    variants = [v for v in SCALING_STYLE if any(s["variant"] == v for s in scaling)]
+    print(f"\nN-scaling, {P.title}, {P.map_name}, dt = {P.dt}, chunk = {P.chunk}: "
+          f"ns per body-step [ratio to numba]")
+    hdr = f"{'N':>9}{'steps':>7}" + "".join(f"{v:>25}" for v in variants)
     print(hdr)
     print("-" * len(hdr))
     for N in sorted({s["N"] for s in scaling}):
         pts = {s["variant"]: s for s in scaling if s["N"] == N}
-        line = f"{N:9d}{next(iter(pts.values()))['steps']:7d}"
+        ref = pts["numba"]["throughput"]
+        line = f"{N:9d}{pts['numba']['steps']:7d}"
         for v in variants:
             s = pts.get(v)
-            line += (f"{s['ns_per_body_step']:12.1f} ({s['throughput']:9.2e})" if s else f"{'-':>26}")
+            line += f"{s['ns_per_body_step']:14.1f} [{s['throughput'] / ref:7.3g}]" if s else f"{'-':>25}"
         print(line)
     print("-" * len(hdr))
+    big = [s for s in scaling if s["N"] >= BIG_N]
+    if big:
+        print(f"N >= {BIG_N}: {big[0]['steps']} steps instead of {P.map_steps} (to keep the run short).")
 
 
 SCALING_STYLE = {
@@ -488,30 +517,31 @@ SCALING_STYLE = {
 
 
 def make_plot(problems, path: Path, chunk: int, mode: str) -> None:
-    fig, axes = plt.subplots(1, len(problems), figsize=(6.4 * len(problems), 5.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(problems), figsize=(6.6 * len(problems), 6.0), squeeze=False)
     for ax, (P, rows, scaling) in zip(axes[0], problems):
         for v, style in SCALING_STYLE.items():
             pts = sorted((s for s in scaling if s["variant"] == v), key=lambda s: s["N"])
             if pts:
-                ax.loglog([s["N"] for s in pts], [s["throughput"] for s in pts], label=v, ms=5, **style)
-        for r, mk, col in ((r, "D", "C2") for r in rows if r["method"].startswith("lpjax GL4")):
-            ax.loglog([r["N"]], [r["throughput"]], marker=mk, color=col, ls="none", ms=7, label="lpjax GL4 (wide)")
+                label = f"{v} (diagnostic)" if v.startswith("jnp") else v
+                ax.loglog([s["N"] for s in pts], [s["throughput"] for s in pts], label=label, ms=5, **style)
         for r in rows:
-            if r["method"].startswith("diffrax"):
-                ax.loglog([r["N"]], [r["throughput"]], marker="v", color="C4", ls="none", ms=7,
-                          label="diffrax Tsit5 (wide)")
-        big = [s for s in scaling if s["N"] >= BIG_N]
-        if big:
-            ax.axvspan(BIG_N / 1.5, BIG_N * 1.5, color="0.92", zorder=0)
-            ax.text(BIG_N, ax.get_ylim()[0], f"{big[0]['steps']} steps\n(others {P.map_steps})",
-                    fontsize=7, ha="center", va="bottom", color="0.35")
+            if r["method"] in (GL4_LABEL, TSIT5_LABEL):
+                gl = r["method"] == GL4_LABEL
+                name = "lpjax GL4" if gl else "diffrax Tsit5"
+                ax.loglog([r["N"]], [r["throughput"]], marker="D" if gl else "v", ls="none", ms=7,
+                          color="C2" if gl else "C4", label=f"{name} (wide, {r['steps']} steps)")
+        if any(s["N"] >= BIG_N for s in scaling):
+            ax.axvspan(BIG_N / 1.6, BIG_N * 1.6, color="0.93", zorder=0)
+            ax.annotate(f"{P.big_N_steps} steps\n(else {P.map_steps})", (BIG_N, 0.02),
+                        xycoords=("data", "axes fraction"), fontsize=7, ha="center", va="bottom",
+                        color="0.35")
         ax.set_xlabel("ensemble size N (bodies)")
-        ax.set_ylabel("throughput [body-steps / s]")
-        ax.set_title(f"{P.title}\n{P.map_name}, dt = {P.dt}; chunk = {chunk}", fontsize=9)
+        ax.set_ylabel("throughput [body-steps / s]  (higher is better)")
+        ax.set_title(f"{P.title}\nmap: {P.map_name}, dt = {P.dt}, chunk = {chunk}", fontsize=9)
         ax.grid(True, which="major", alpha=0.35)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"Ensemble throughput (higher is better), float64 CPU wall times on this machine "
-                 f"({mode} run)", fontsize=10)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
+    fig.suptitle(f"Ensemble throughput, float64, CPU wall times on this machine ({mode} run; "
+                 f"numba = single-thread loop, bodies outside, steps inside)", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=130)
@@ -523,128 +553,123 @@ def make_plot(problems, path: Path, chunk: int, mode: str) -> None:
 
 
 def run_problem(P: Problem, cfg: dict, log) -> dict:
-    N = cfg["N"]
-    budget = cfg["repeat_budget_s"]
-    n_map = P.map_steps
+    N, n_map, n_c = cfg["N"], P.map_steps, P.cont_steps
+    budget, long_s = cfg["repeat_budget_s"], cfg["long_call_s"]
     y0_np = initial_states(P.kind, N)
     y0 = jnp.asarray(y0_np)
-    rows, finals = [], {}
 
-    def record(method, layout, steps, res, stats, note="", is_reference=False, scaling_variant=None):
-        work = N * steps
-        row = {
-            "system": P.kind, "method": method, "layout": layout, "N": N, "steps": steps,
-            "dt": P.dt, "throughput": work / stats["time_s"],
-            "ns_per_body_step": 1e9 * stats["time_s"] / work, "is_reference": is_reference,
-            "note": note, **stats,
-        }
-        if scaling_variant:
-            row["scaling_variant"] = scaling_variant
-        rows.append(row)
-        log(f"{P.kind} {method:<31} {layout:>7} N={N} steps={steps}: {row['throughput']:.3e} "
-            f"body-steps/s, compile {stats['compile_s']:.2f} s")
-        return row
+    # numba: compiled by a first call on two bodies
+    t = time.perf_counter()
+    P.numba_run(y0_np[:2], 1)
+    numba_compile = time.perf_counter() - t
 
-    # the reference peer: numba loop of the same map
-    out, st = measure(lambda: P.numba_run(y0_np, n_map), budget)
-    finals["numba"] = out
-    record(f"numba {P.map_name}", "loop", n_map, out, st,
-           note="reference; 1 thread; compile = numba JIT", is_reference=True, scaling_variant="numba")
-
-    # lpjax explicit map and the closed-form diagnostic, both layouts
-    for variant, label in (("lpjax", f"lpjax {P.map_name}"), ("cf", f"jnp closed form {P.map_name}")):
-        for layout in ("wide", "chunked"):
-            fn = P.jax_fn(variant, layout, n_map)
-            (yT, ok), st = measure(lambda: jax.block_until_ready(fn(y0)), budget)
-            n_bad = int(np.sum(~np.asarray(ok)))
-            name = "lpjax" if variant == "lpjax" else "jnp closed form"
-            note = "diagnostic, not lpjax" if variant == "cf" else ""
-            if n_bad:
-                note = (note + "; " if note else "") + f"{n_bad} bodies with a failed step"
-            record(label, layout, n_map, yT, st, note=note, scaling_variant=f"{name} {layout}")
-            finals[f"{name} {layout}"] = np.asarray(yT)
-
-    # GL4 on the continuous system, wide
-    n_c = P.cont_steps
-    fn = wide(lpjax_step(P.system, lpjax.GaussLegendre(2), P.dt), n_c)
-    (yT, ok), st = measure(lambda: jax.block_until_ready(fn(y0)), budget, max_repeats=3)
-    n_bad = int(np.sum(~np.asarray(ok)))
-    record("lpjax GL4 (GaussLegendre(2))", "wide", n_c, yT, st,
-           note="default settings" + (f"; {n_bad} bodies with a failed step" if n_bad else ""))
-
-    # diffrax Tsit5, constant steps dt
-    fn = diffrax_ensemble(P.system, P.dt, n_c)
-    (yT, ok), st = measure(lambda: jax.block_until_ready(fn(y0)), budget, max_repeats=3)
-    n_bad = int(np.sum(~np.asarray(ok)))
-    record("diffrax Tsit5", "wide", n_c, yT, st,
-           note="ConstantStepSize(dt)" + (f"; {n_bad} bodies not successful" if n_bad else ""))
-
-    ref = rows[0]
-    for r in rows:
-        r["ratio"] = r["throughput"] / ref["throughput"]
-
-    # agreement with numba on the same initial states and steps
-    agreement = {}
-    for k, v in finals.items():
-        if k == "numba":
+    # every JAX function of this system, compiled ahead of time before anything is timed
+    jobs = []
+    for key, label, step_kind, layout in MAP_VARIANTS:
+        jobs.append(dict(role="main", key=key, method=f"{label} {P.map_name}", layout=layout, N=N,
+                         steps=n_map, fn=P.map_fn(step_kind, layout, n_map), args=(y0,),
+                         note="diagnostic, not lpjax" if step_kind == "cf" else ""))
+    jobs.append(dict(role="main", key="gl4", method=GL4_LABEL, layout="wide", N=N, steps=n_c,
+                     fn=wide(lpjax_step(P.system, lpjax.GaussLegendre(2), P.dt), n_c), args=(y0,),
+                     note="default settings"))
+    jobs.append(dict(role="main", key="tsit5", method=TSIT5_LABEL, layout="wide", N=N, steps=n_c,
+                     fn=diffrax_ensemble(P.system, P.dt, n_c), args=(y0,), note="ConstantStepSize, dt0 = dt"))
+    scaling_inputs = {}
+    for Ns in cfg["scaling_N"]:
+        if Ns == N:
             continue
-        agreement[k] = {"max_abs_diff": float(np.max(np.abs(v - finals["numba"]))),
-                        "max_abs_y": float(np.max(np.abs(finals["numba"]))), "steps": n_map, "N": N}
-    drifts = {k: P.invariant_drifts(y0_np, v) for k, v in finals.items()
-              if k in ("numba", "lpjax chunked", "lpjax wide")}
-
-    extra = {}
-    if P.kind == "rb":
-        # iterations the Moser–Veselov solve actually needed (vs the fixed count it runs)
+        scaling_inputs[Ns] = initial_states(P.kind, Ns)
+        ys = jnp.asarray(scaling_inputs[Ns])
+        for key, label, step_kind, layout in MAP_VARIANTS:
+            jobs.append(dict(role="scaling", key=key, N=Ns, steps=P.steps_for(Ns), args=(ys,),
+                             fn=P.map_fn(step_kind, layout, P.steps_for(Ns))))
+    if P.kind == "rb":  # untimed: how many of the fixed iterations the solve needed
         n_sample = min(N, 1000)
-        sol = jax.jit(jax.vmap(lambda y: lpjax.integrate(
-            P.system, P.method, y, P.dt, n_map, save_every=n_map, throw=False).stats))(y0[:n_sample])
-        extra["moser_veselov_iterations_needed_max"] = int(np.max(sol["max_iterations"]))
-        extra["moser_veselov_max_final_residual"] = float(np.max(sol["max_residual"]))
-        extra["moser_veselov_iterations_run"] = P.method.max_iters
-        extra["moser_veselov_sample_bodies"] = n_sample
+        jobs.append(dict(role="check", key="mv_iterations", N=n_sample, steps=n_map, args=(y0[:n_sample],),
+                         fn=jax.vmap(lambda y: lpjax.integrate(P.system, P.method, y, P.dt, n_map,
+                                                               save_every=n_map, throw=False).stats)))
+    log(f"{P.kind}: compiling {len(jobs)} JAX functions ahead of time, 2 at a time")
+    t = time.perf_counter()
+    compile_all(jobs)
+    compile_wall = time.perf_counter() - t
+    log(f"{P.kind}: compiled in {compile_wall:.1f} s")
 
-    print_table(P, rows, agreement, drifts, N)
-    if extra:
-        print(f"Moser-Veselov solve: at most {extra['moser_veselov_iterations_needed_max']} of the "
-              f"{extra['moser_veselov_iterations_run']} fixed iterations were needed to reach tol "
-              f"(first {extra['moser_veselov_sample_bodies']} bodies, lpjax.integrate stats); max final "
-              f"residual {extra['moser_veselov_max_final_residual']:.1e}")
-    return {"rows": rows, "agreement": agreement, "invariant_drift": drifts, "extra": extra}
+    rows, finals, scaling = [], {}, []
 
+    def add_row(method, layout, steps, st, compile_s, note, key):
+        work = N * steps
+        rows.append(dict(system=P.kind, method=method, layout=layout, N=N, steps=steps, dt=P.dt,
+                         throughput=work / st["time_s"], ns_per_body_step=1e9 * st["time_s"] / work,
+                         cpu_ns_per_body_step=1e9 * st["time_s"] * st["cpu_over_wall"] / work,
+                         compile_s=compile_s, note=note, key=key, **st))
+        log(f"{P.kind} {method:<40} {layout:>7} N={N} steps={steps}: "
+            f"{rows[-1]['throughput']:.3e} body-steps/s ({st['n_timed_calls']} timed calls)")
 
-def run_scaling(P: Problem, cfg: dict, main_rows, log) -> list:
-    """Throughput against N for numba and the four JAX layouts of the explicit map."""
-    scaling = []
-    budget = cfg["repeat_budget_s"]
-    for r in main_rows:  # the main-N rows are the N = cfg["N"] points
-        if "scaling_variant" in r:
-            scaling.append({k: r[k] for k in ("N", "steps", "throughput", "ns_per_body_step", "time_s",
-                                              "compile_s", "cpu_over_wall", "n_timed_calls")}
-                           | {"variant": r["scaling_variant"]})
-    for N in cfg["scaling_N"]:
-        if N == cfg["N"]:
-            continue
-        steps = P.steps_for(N)
-        y0_np = initial_states(P.kind, N)
-        y0 = jnp.asarray(y0_np)
-        jobs = [("numba", lambda: P.numba_run(y0_np, steps))]
-        for variant, name in (("lpjax", "lpjax"), ("cf", "jnp closed form")):
-            for layout in ("chunked", "wide"):
-                fn = P.jax_fn(variant, layout, steps)
-                jobs.append((f"{name} {layout}", (lambda fn=fn: jax.block_until_ready(fn(y0)))))
-        for variant, fn in jobs:
-            _, st = measure(fn, budget)
-            work = N * steps
-            scaling.append({"variant": variant, "N": N, "steps": steps, "throughput": work / st["time_s"],
-                            "ns_per_body_step": 1e9 * st["time_s"] / work, "time_s": st["time_s"],
-                            "compile_s": st["compile_s"], "cpu_over_wall": st["cpu_over_wall"],
-                            "n_timed_calls": st["n_timed_calls"]})
-            log(f"{P.kind} scaling N={N:>8} steps={steps:>4} {variant:<24} "
-                f"{scaling[-1]['throughput']:.3e} body-steps/s")
+    def failed_note(ok, note):
+        n_bad = int(np.sum(~np.asarray(ok)))
+        return note if not n_bad else (note + "; " if note else "") + f"{n_bad} bodies with a failed step"
+
+    out, st = time_call(lambda: P.numba_run(y0_np, n_map), budget, long_s)
+    finals["numba"] = out
+    add_row(f"numba {P.map_name}", "loop", n_map, st, numba_compile, "reference; 1 thread", "numba")
+    for job in (j for j in jobs if j["role"] == "main"):
+        call = lambda c=job["compiled"], a=job["args"]: jax.block_until_ready(c(*a))  # noqa: E731
+        (yT, ok), st = time_call(call, budget, long_s)
+        add_row(job["method"], job["layout"], job["steps"], st, job["compile_s"], failed_note(ok, job["note"]),
+                job["key"])
+        if job["key"] in SCALING_STYLE:  # the map's JAX variants: same steps as numba
+            finals[job["key"]] = np.asarray(yT)
+    ref, ref_cpu = rows[0]["throughput"], rows[0]["cpu_ns_per_body_step"]
+    for r in rows:
+        r["ratio"] = r["throughput"] / ref
+        r["cpu_ratio"] = ref_cpu / r["cpu_ns_per_body_step"]
+        if r["single_long_call"]:
+            r["note"] = (r["note"] + "; " if r["note"] else "") + "1 long call timed"
+
+    agreement = {k: {"max_abs_diff": float(np.max(np.abs(v - finals["numba"]))),
+                     "max_abs_y": float(np.max(np.abs(finals["numba"]))), "N": N, "steps": n_map}
+                 for k, v in finals.items() if k != "numba"}
+    drifts = {k: P.invariant_drifts(y0_np, finals[k]) for k in ("numba", "lpjax wide", "lpjax chunked")}
+    extra = {}
+    for job in (j for j in jobs if j["role"] == "check"):
+        stats = job["compiled"](*job["args"])
+        extra = {"iterations_needed_max": int(np.max(stats["max_iterations"])),
+                 "iterations_run": P.method.max_iters, "sample_bodies": job["N"],
+                 "max_final_residual": float(np.max(stats["max_residual"])),
+                 "num_failed_steps": int(np.sum(stats["num_failed_steps"]))}
+    print_table(P, rows, agreement, drifts, extra, N, compile_wall, len(jobs))
+
+    # N-scaling: the main-N rows are the N = cfg["N"] points
+    def add_point(key, Ns, steps, st, compile_s):
+        work = Ns * steps
+        scaling.append(dict(variant=key, N=Ns, steps=steps, throughput=work / st["time_s"],
+                            ns_per_body_step=1e9 * st["time_s"] / work,
+                            cpu_ns_per_body_step=1e9 * st["time_s"] * st["cpu_over_wall"] / work,
+                            compile_s=compile_s, **st))
+
+    for r in rows:
+        if r["key"] in SCALING_STYLE:
+            scaling.append(dict(variant=r["key"], **{k: r[k] for k in (
+                "N", "steps", "throughput", "ns_per_body_step", "cpu_ns_per_body_step", "compile_s",
+                "time_s", "time_min_s",
+                "first_call_s", "n_timed_calls", "single_long_call", "cpu_over_wall")}))
+    for Ns, ys_np in scaling_inputs.items():
+        steps = P.steps_for(Ns)
+        _, st = time_call(lambda: P.numba_run(ys_np, steps), budget, long_s)
+        add_point("numba", Ns, steps, st, 0.0)
+        for job in (j for j in jobs if j["role"] == "scaling" and j["N"] == Ns):
+            call = lambda c=job["compiled"], a=job["args"]: jax.block_until_ready(c(*a))  # noqa: E731
+            _, st = time_call(call, budget, long_s)
+            add_point(job["key"], Ns, steps, st, job["compile_s"])
+        log(f"{P.kind} scaling N={Ns}: " + ", ".join(
+            f"{s['variant']} {s['throughput']:.2e}" for s in scaling if s["N"] == Ns))
     scaling.sort(key=lambda s: (s["N"], list(SCALING_STYLE).index(s["variant"])))
     print_scaling(P, scaling)
-    return scaling
+    return {"rows": rows, "agreement_with_numba": agreement, "invariant_drift": drifts,
+            "moser_veselov_solve": extra or None, "scaling": scaling, "compile_wall_s": compile_wall,
+            "settings": {"title": P.title, "map": P.map_name, "dt": P.dt, "map_steps": P.map_steps,
+                         "map_steps_at_N>=1e6": P.big_N_steps, "gl4_tsit5_steps": P.cont_steps,
+                         "chunk": P.chunk}}
 
 
 def main() -> None:
@@ -668,18 +693,11 @@ def main() -> None:
     def log(msg):
         print(f"  [{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    results = {}
-    problems = []
+    results, problems = {}, []
     for kind in ("top", "rb"):
         P = Problem(kind, cfg, args.chunk)
-        res = run_problem(P, cfg, log)
-        loads[f"after_{kind}_main"] = loadavg()
-        res["scaling"] = run_scaling(P, cfg, res["rows"], log)
-        loads[f"after_{kind}_scaling"] = loadavg()
-        res["settings"] = {"title": P.title, "map": P.map_name, "dt": P.dt, "map_steps": P.map_steps,
-                           "continuous_steps": P.cont_steps, "chunk": P.chunk,
-                           "steps_at_N>=1e6": P.steps_for(BIG_N)}
-        results[kind] = res
+        results[kind] = res = run_problem(P, cfg, log)
+        loads[f"after_{kind}"] = loadavg()
         problems.append((P, res["rows"], res["scaling"]))
 
     total = time.perf_counter() - t_start
@@ -688,50 +706,59 @@ def main() -> None:
     meta = {k: meta_rb[k] for k in (
         "date_utc", "versions", "platform", "machine", "processor", "cpu_count",
         "cpu_affinity_count", "jax_backend", "jax_devices", "git_commit")}
-    meta["versions"].pop("scipy", None)
+    meta["versions"].pop("scipy", None)  # not used here
     meta.update({
-        "benchmark": "explicit maps: ensemble throughput vs numba",
+        "benchmark": "explicit maps: ensemble throughput against a numba loop",
         "mode": mode,
         "seed": SEED,
         "chunk": args.chunk,
+        "N": cfg["N"],
+        "scaling_N": cfg["scaling_N"],
         "total_benchmark_wall_s": total,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "loadavg_1_5_15min": dict(loads, note=(
-            "os.getloadavg() at each phase; the machine has 2 cores and other processes may "
-            "run at the same time, which adds noise to every wall time")),
+            "os.getloadavg() at the start, after each system and at the end; the machine has "
+            "2 cores and other processes may run at the same time, which slows and adds noise "
+            "to every wall time (see cpu_over_wall < 1)")),
         "timing_note": (
-            "Times are wall-clock times of CPU runs on this machine (not portable). time_s is the "
-            "median over the 2nd and later calls, each ended by jax.block_until_ready (time_min_s "
-            "the fastest); compile_s = first-call time minus time_s (numba: its JIT on the first "
-            "call, for the first N only). cpu_over_wall = process CPU time / wall time over the "
-            "timed calls (>1: XLA used its intra-op thread pool; numba runs one thread)."),
-        "ratio_definition": ("ratio = throughput / throughput(numba loop of the same map, same N, "
-                             "same run); >1 faster than numba"),
+            "Wall-clock times of CPU runs on this machine (not portable). Every JAX function is "
+            "compiled ahead of time (jax.jit(fn).lower(y0).compile(), 2 compilations at a time) "
+            "before anything is timed; compile_s is that trace + lower + XLA compile time "
+            "(numba: its first call on 2 bodies). time_s = median wall time of the calls after "
+            f"a warm-up call, each ended by jax.block_until_ready; a warm-up call longer than "
+            f"{cfg['long_call_s']} s is the single sample (single_long_call) and includes no "
+            "compilation. cpu_over_wall = process CPU time / wall time of the timed calls."),
+        "ratio_definition": ("ratio = throughput / throughput(numba loop of the same system's map, "
+                             "same N, same run); ratio > 1 means faster than numba"),
         "columns": {
             "throughput": "N * steps / time_s [body-steps per second]",
             "ns_per_body_step": "1e9 * time_s / (N * steps)",
+            "cpu_ns_per_body_step": "ns_per_body_step * cpu_over_wall: process CPU time (all threads) per body-step",
+            "cpu_ratio": "cpu_ns_per_body_step(numba) / cpu_ns_per_body_step: >1 uses less CPU than numba",
             "layout": ("wide = jit(vmap(scan over steps)) over all N; chunked = jit(lax.map over "
                        "chunks of `chunk` bodies of vmap(scan)), padded to a multiple of chunk; "
                        "loop = numba, bodies outside, steps inside"),
-            "agreement": "max over bodies and components of |y_T - y_T(numba)|, same y0 and steps",
-            "invariant_drift": ("max over bodies of |C(y_T) - C(y_0)| / |C(y_0)| for |a|^2, |M|^2; the "
-                                "Suris integral H_eps is divided by 0.5|m0|^2 + |a0||p|(1 + dt|m0|/2) "
-                                "(H_eps itself can be near 0)"),
+            "agreement_with_numba": "max over bodies and components of |y_T - y_T(numba)|, same y0 and steps",
+            "invariant_drift": ("max over bodies of |C(y_T) - C(y_0)| / C(y_0) for |a|^2 and |M|^2; the "
+                                "Suris integral H_eps is divided by 0.5|m0|^2 + |a0||p|(1 + dt|m0|/2), "
+                                "a positive bound of its terms (H_eps itself can be near 0)"),
+            "moser_veselov_solve": ("lpjax.integrate(..., throw=False).stats over the first bodies: "
+                                    "max iterations needed to reach tol of the max_iters run"),
         },
         "settings": {
             "initial_states": ("top: m ~ N(0,1)^3, a uniform on the unit sphere; rigid body: "
-                               "M ~ N(0,1)^3; numpy.random.default_rng([seed, 0 or 1])"),
+                               "M ~ N(0,1)^3; numpy.random.default_rng([seed, 0 (top) or 1 (rb)])"),
             "inertia": list(INERTIA),
-            "lpjax step": ("method.step(system, y, dt) in lax.scan (final state only) carrying "
-                           "ok &= (result == RESULTS.successful)"),
-            "MoserVeselov": "default: max_iters=20 fixed-point iterations (preconditioned), tol 256 eps",
+            "lpjax map": ("method.step(system, y, dt) in lax.scan (final state only) carrying "
+                          "ok &= (result == RESULTS.successful)"),
+            "MoserVeselov": "default: max_iters=20 preconditioned fixed-point iterations, tol 256 eps",
             "GaussLegendre(2)": "default settings (Newton, fixed iteration count), wide layout",
             "diffrax": ("diffeqsolve(ODETerm(lambda t, y, args: system.vector_field(y)), Tsit5(), "
-                        "t0=0, t1=steps*dt, dt0=dt, ConstantStepSize(), SaveAt(t1=True)) under "
-                        "jit(vmap)"),
-            "numba": "@numba.njit(fastmath=False), single thread, unrolled 3x3 closed forms",
-            "jnp closed form": ("diagnostic, not lpjax: the same map as elementwise jnp scalar code "
-                                "(no dot/einsum), same layouts"),
-            "big_N": f"N >= {BIG_N}: steps divided by {BIG_N_STEP_DIVISOR}",
+                        "t0=0, t1=steps*dt, dt0=dt, ConstantStepSize(), SaveAt(t1=True), "
+                        "max_steps=steps+2) under jit(vmap); ok requires num_steps == steps"),
+            "numba": "@numba.njit(fastmath=False), one thread, bodies outside, steps inside, unrolled 3x3",
+            "jnp closed form": ("diagnostic, not lpjax: the same map as elementwise jnp scalar "
+                                "code (no dot/einsum), same two layouts"),
             "per_system": {k: v["settings"] for k, v in results.items()},
         },
     })
@@ -740,8 +767,9 @@ def main() -> None:
     atomic_write_bytes(json_path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
     png_path = out / "explicit_maps.png"
     make_plot(problems, png_path, args.chunk, mode)
-    print(f"\nwrote {json_path} and {png_path}  (total {total:.1f} s; loadavg start "
-          f"{loads['start']}, end {loads['end']})")
+    print(f"\nwrote {json_path} and {png_path}  (total {total:.1f} s; peak RSS "
+          f"{meta['peak_rss_mib']:.0f} MiB; loadavg 1/5/15 min start "
+          f"{[round(x, 2) for x in loads['start']]}, end {[round(x, 2) for x in loads['end']]})")
 
 
 if __name__ == "__main__":

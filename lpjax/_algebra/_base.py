@@ -168,6 +168,11 @@ class LieAlgebra(eqx.Module):
         return None if self._basis_frozen is None else self._basis_frozen.array
 
     @property
+    def vee_matrix(self) -> Optional[np.ndarray]:
+        """The constant (m·m, n) matrix with ``vee(X) = X.ravel() @ vee_matrix``, or None."""
+        return None if self._vee_frozen is None else self._vee_frozen.array
+
+    @property
     def dim(self) -> int:
         return self.structure_constants.shape[0]
 

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
+from .. import _small as sm
 from .._system import AbstractSystem, LiePoissonSystem
 from ._base import RESULTS, AbstractGroupMap, StepInfo, finite_result
 from .gauss_legendre import _iterate
@@ -28,10 +29,12 @@ def cayley_matrix(X: Float[Array, "n n"]) -> Float[Array, "n n"]:
 
 def _legendre_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
     """``Fℓ(f) − dt M = fΛ − Λfᵀ − dt M`` at ``f = cay(hat(x))``, in algebra coordinates
-    (seed 003, sec. 3.4)."""
+    (seed 003, sec. 3.4); written entrywise (:mod:`lpjax._small`)."""
     algebra, lam, dtM = args
-    f = cayley_matrix(algebra.hat(x))
-    return algebra.vee(f * lam[None, :] - lam[:, None] * f.T - dtM, check=False)
+    f = sm.cayley(sm.hat(sm.unstack(x), algebra.matrix_basis))
+    n = len(f)
+    R = [[f[i][j] * lam[j] - lam[i] * f[j][i] for j in range(n)] for i in range(n)]
+    return sm.stack(sm.vee(R, algebra.vee_matrix)) - dtM
 
 
 def _moser_veselov_lambda(system: AbstractSystem) -> Optional[Array]:
@@ -84,13 +87,12 @@ class MoserVeselov(AbstractGroupMap):
     def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(_moser_veselov_lambda(system), y.dtype)
         g = system.algebra
-        M = g.hat(y)
-        n = M.shape[-1]
         # the derivative of the residual at x = 0 is X ↦ 2(XΛ + ΛX): diagonal on matrix entries
         denom = g.vee(2.0 * (lam[:, None] + lam[None, :]) * g.hat(jnp.ones_like(y)), check=False)
-        residual = lambda x: _legendre_residual(x, (g, lam, dt * M))  # noqa: E731
+        lam_entries = sm.unstack(lam)
+        residual = lambda x: _legendre_residual(x, (g, lam_entries, dt * y))  # noqa: E731
         tol = self.tol if self.tol is not None else 256 * float(jnp.finfo(y.dtype).eps)
-        tol_abs = tol * jnp.maximum(dt * jnp.max(jnp.abs(M)), jnp.finfo(y.dtype).tiny)
+        tol_abs = tol * jnp.maximum(dt * jnp.max(jnp.abs(y)), jnp.finfo(y.dtype).tiny)
 
         def solve(res, x0):
             x, iters = _iterate(res, x0, lambda r, _: r / denom, self.max_iters, tol_abs)
@@ -102,7 +104,9 @@ class MoserVeselov(AbstractGroupMap):
         x, iters = jax.lax.custom_root(residual, dt * y / denom, solve, tangent_solve, has_aux=True)
         iters = jnp.minimum(jax.lax.stop_gradient(iters).astype(jnp.int32), self.max_iters)
         resid = jax.lax.stop_gradient(jnp.max(jnp.abs(residual(x))))
-        f = cayley_matrix(g.hat(x))
-        y1 = system.algebra.vee(f.T @ M @ f)
+        f = sm.cayley(sm.hat(sm.unstack(x), g.matrix_basis))
+        Mk = sm.hat(sm.unstack(y), g.matrix_basis)
+        y1 = sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), g.vee_matrix))
+        f = sm.stack_matrix(f)
         result = RESULTS.where(resid <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
         return y1, f, result, StepInfo(resid, iters)

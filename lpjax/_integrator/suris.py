@@ -8,10 +8,10 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
+from .. import _small as sm
 from .._algebra import so
 from .._system import AbstractSystem, LiePoissonSystem
 from ._base import AbstractGroupMap, StepInfo, finite_result
-from .moser_veselov import cayley_matrix
 
 __all__ = ["SurisLagrangeTop", "SurisClebsch"]
 
@@ -80,19 +80,22 @@ class SurisLagrangeTop(AbstractGroupMap):
     def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         n = _n(system)
         d = n * (n - 1) // 2
-        m, a = so(n).hat(y[:d]), y[d:]
+        g = so(n)
+        m, a = sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
         alpha = system.hamiltonian.alpha
         if _frame(system) == "rest":
-            m1 = m + dt * _wedge(a, system.hamiltonian.p)
-            a1 = cayley_matrix(0.5 * dt * m1) @ a
-            W = _invert_legendre(m1, a / jnp.linalg.norm(a), alpha, dt)  # w_k of (6.11)
+            m1 = sm.lin(1.0, m, dt, sm.wedge(a, sm.unstack(system.hamiltonian.p)))
+            a1 = sm.mv(sm.cayley(sm.lin(0.5 * dt, m1)), a)
+            norm = jnp.sqrt(sm.dot(a, a))
+            W = _invert_legendre(m1, [ai / norm for ai in a], alpha, dt)  # w_k of (6.11)
         else:
-            A = jnp.zeros_like(a).at[-1].set(1.0)
+            A = [0.0] * (n - 1) + [1.0]
             W = _invert_legendre(m, A, alpha, dt)
-            a1 = W.T @ a
-            m1 = W.T @ m @ W + dt * _wedge(A, a1)
-        y1 = jnp.concatenate([so(n).vee(m1, check=False), a1])
-        return y1, W, finite_result(y1), StepInfo.explicit(y.dtype)
+            WT = sm.transpose(W)
+            a1 = sm.mv(WT, a)
+            m1 = sm.lin(1.0, sm.mm(sm.mm(WT, m), W), dt, sm.wedge(A, a1))
+        y1 = sm.stack(sm.vee(m1, g.vee_matrix) + a1)
+        return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)
 
 
 def _invert_legendre(m, A, alpha, dt):
@@ -100,9 +103,11 @@ def _invert_legendre(m, A, alpha, dt):
 
     (6.20) (and (6.11) with ``A = a_k``, ``m = m_{k+1}``): ``WA = cay(εm/2) A`` (6.22), then
     ``W = cay(Y)`` with ``Y = (ε/2α)[m + (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)]`` (seed errata).
+    Matrices and vectors are :mod:`lpjax._small` lists.
     """
-    WA = cayley_matrix(0.5 * dt * m) @ A
-    return cayley_matrix((0.5 * dt / alpha) * (m + (2 * (1 - alpha) / dt) * _wedge(A, WA) / (1 + jnp.dot(A, WA))))
+    WA = sm.mv(sm.cayley(sm.lin(0.5 * dt, m)), A)
+    c = (1 - alpha) / alpha / (1 + sm.dot(A, WA))
+    return sm.cayley(sm.lin(0.5 * dt / alpha, m, c, sm.wedge(A, WA)))
 
 
 def _n(system: LiePoissonSystem) -> int:
@@ -136,10 +141,10 @@ class SurisClebsch(AbstractGroupMap):
         B = system.hamiltonian.B
         n = B.shape[0]
         d = n * (n - 1) // 2
-        m, P = so(n).hat(y[:d]), y[d:]
-        BP = B * P
-        m1 = m + dt * _wedge(P, BP) / (1 + 0.25 * dt**2 * jnp.dot(P, BP))
-        W = cayley_matrix(0.5 * dt * m1)
-        P1 = W.T @ P
-        y1 = jnp.concatenate([so(n).vee(m1, check=False), P1])
-        return y1, W, finite_result(y1), StepInfo.explicit(y.dtype)
+        g = so(n)
+        m, P = sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
+        BP = [b * p for b, p in zip(sm.unstack(B), P)]
+        m1 = sm.lin(1.0, m, dt / (1 + 0.25 * dt**2 * sm.dot(P, BP)), sm.wedge(P, BP))
+        W = sm.cayley(sm.lin(0.5 * dt, m1))
+        y1 = sm.stack(sm.vee(m1, g.vee_matrix) + sm.mv(sm.transpose(W), P))
+        return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)
