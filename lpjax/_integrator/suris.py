@@ -77,6 +77,13 @@ class SurisLagrangeTop(AbstractGroupMap):
         A = jnp.zeros_like(a).at[-1].set(1.0)
         return 0.5 * jnp.dot(m, m) + a[-1] + 0.5 * dt * jnp.dot(m, so(n).vee(_wedge(a, A), check=False))
 
+    def lax_matrix(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
+        """Lax matrix of Theorem 7 (rest) or 9 (moving), corrected forms: see
+        :func:`lpjax.diagnostics.suris_lagrange_lax`."""
+        from .._lax import suris_lagrange_lax
+
+        return suris_lagrange_lax(system, y, dt, lam)
+
     def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         n = _n(system)
         d = n * (n - 1) // 2
@@ -136,6 +143,12 @@ class SurisClebsch(AbstractGroupMap):
                 f"{getattr(system, 'name', type(system).__name__)}"
             )
 
+
+    def lax_matrix(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
+        """Lax matrix of Theorem 10, corrected form: see :func:`lpjax.diagnostics.suris_clebsch_lax`."""
+        from .._lax import suris_clebsch_lax
+
+        return suris_clebsch_lax(system, y, dt, lam)
 
     def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         B = system.hamiltonian.B
