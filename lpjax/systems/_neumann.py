@@ -187,18 +187,10 @@ def neumann(B: ArrayLike) -> NeumannSystem:
     return NeumannSystem(euclidean(n), ClebschHamiltonian(B, None), -1, casimirs=_NeumannCasimirs(n), name="neumann")
 
 
-def _float_vector(v: ArrayLike, name: str) -> Array:
-    v = jnp.asarray(v)
-    if not jnp.issubdtype(v.dtype, jnp.floating):
-        v = v.astype(jnp.result_type(float))
-    if v.ndim != 1:
-        raise ValueError(f"{name} must have shape (n,), got {v.shape}")
-    return v
-
-
-def _concrete_vector(v: ArrayLike, name: str) -> np.ndarray:
-    v = np.asarray(v)
-    if not np.issubdtype(v.dtype, np.floating):
+def _float_vector(v: ArrayLike, name: str, xp=jnp) -> Array:
+    """``v`` as a floating vector of shape (n,) (NumPy for concrete checks with ``xp=np``)."""
+    v = xp.asarray(v)
+    if not xp.issubdtype(v.dtype, xp.floating):
         v = v.astype(jnp.result_type(float))
     if v.ndim != 1:
         raise ValueError(f"{name} must have shape (n,), got {v.shape}")
@@ -215,7 +207,7 @@ def neumann_state(x: ArrayLike, p: ArrayLike, tol: float = 1e-9) -> Float[Array,
     p)`` up to roundoff. (The leaf itself also holds ``|P| ≠ 1``: spheres of other radii.)
     """
     if not (isinstance(x, jax.core.Tracer) or isinstance(p, jax.core.Tracer)):
-        xv, pv = _concrete_vector(x, "x"), _concrete_vector(p, "p")
+        xv, pv = _float_vector(x, "x", np), _float_vector(p, "p", np)
         n = xv.shape[0]
         if n < 2:
             raise ValueError(f"x must have shape (n,) with n >= 2, got {xv.shape}")
