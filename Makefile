@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine with only python3 and make:
-#   make test   create .venv, install pinned versions, run the whole suite
+#   make test   create .venv, install pinned versions, run the whole suite (2 workers)
 #   make demo   create .venv, install pinned versions, reproduce seed 002's figures
 PYTHON ?= python3
 VENV := .venv
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 demo: $(STAMP)
 	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all --out results/seed002

