@@ -19,7 +19,7 @@ Vec = list
 Mat = list
 _UNROLL_SOLVE = 4  # largest n whose Cayley solve is unrolled
 
-__all__ = ["unstack", "stack", "stack_matrix", "hat", "vee", "dot", "mm", "mv", "transpose", "wedge", "cayley", "lin"]
+__all__ = ["unstack", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv", "transpose", "wedge", "solve", "cayley", "lin"]
 
 
 def unstack(x: Array) -> Vec:
@@ -66,6 +66,15 @@ def hat(x: Vec, basis: np.ndarray) -> Mat:
     ]
 
 
+def bilinear(C: np.ndarray, u: Vec, v: Vec) -> Vec:
+    """``w_i = Σ_jk C_ijk u_j v_k`` for a constant NumPy tensor ``C``, over its nonzeros only."""
+    out = []
+    for i in range(C.shape[0]):
+        terms = [_scaled(float(C[i, j, k]), _mul(u[j], v[k])) for j, k in np.argwhere(C[i] != 0)]
+        out.append(_dot(terms))
+    return out
+
+
 def vee(X: Mat, vee_map: np.ndarray) -> Vec:
     """Coordinates ``X.ravel() @ vee_map`` for a constant NumPy ``vee_map`` (n·n, d)."""
     n = len(X)
@@ -99,6 +108,23 @@ def wedge(a: Vec, b: Vec) -> Mat:
     return [[0.0 if i == j else _dot([_mul(a[i], b[j]), _mul(-1.0, _mul(b[i], a[j]))]) for j in range(n)] for i in range(n)]
 
 
+def solve(A: Mat, B: Mat) -> Mat:
+    """``A⁻¹B`` by Gauss–Jordan elimination without pivoting (for matrices whose leading
+    minors stay away from 0, such as ``I − X`` with X skew or ``I − dt A ⊗ J`` for small dt)."""
+    n = len(A)
+    A, B = [list(r) for r in A], [list(r) for r in B]
+    for k in range(n):
+        piv = A[k][k]
+        A[k] = [v / piv for v in A[k]]
+        B[k] = [v / piv for v in B[k]]
+        for i in range(n):
+            if i != k:
+                f = A[i][k]
+                A[i] = [A[i][j] - f * A[k][j] for j in range(n)]
+                B[i] = [B[i][j] - f * B[k][j] for j in range(len(B[i]))]
+    return B
+
+
 def cayley(X: Mat) -> Mat:
     """``cay(X) = (I − X)⁻¹(I + X) = I + 2(I − X)⁻¹X`` for skew X.
 
@@ -118,14 +144,5 @@ def cayley(X: Mat) -> Mat:
         C = eye + 2.0 * jnp.linalg.solve(eye - Xa, Xa)
         return [[C[..., i, j] for j in range(n)] for i in range(n)]
     A = [[(1.0 if i == j else 0.0) - X[i][j] for j in range(n)] for i in range(n)]
-    B = [list(r) for r in X]  # cay(X) = I + 2(I − X)⁻¹X: the small part is solved for
-    for k in range(n):
-        piv = A[k][k]
-        A[k] = [v / piv for v in A[k]]
-        B[k] = [v / piv for v in B[k]]
-        for i in range(n):
-            if i != k:
-                f = A[i][k]
-                A[i] = [A[i][j] - f * A[k][j] for j in range(n)]
-                B[i] = [B[i][j] - f * B[k][j] for j in range(n)]
+    B = solve(A, X)  # cay(X) = I + 2(I − X)⁻¹X: the small part is solved for
     return [[(1.0 if i == j else 0.0) + 2.0 * B[i][j] for j in range(n)] for i in range(n)]
