@@ -51,7 +51,7 @@ def main() -> None:
             ax.set_title(f"relative error of {lab}")
         print(f"{name:14s} max rel. error: " + ", ".join(f"{lab} {e.max():.2e}" for lab, e in zip(labels, errs)))
         if sol.gs is not None:
-            gs = np.asarray(sol.gs)
+            gs = np.asarray(sol.gs.R)
             orth = np.max(np.abs(np.einsum("tji,tjk->tik", gs, gs) - np.eye(4)), axis=(1, 2))
             m = np.einsum("tij,tjk,tlk->til", gs, np.asarray(system.algebra.hat(sol.ys)), gs)
             noether = np.max(np.abs(m - m[:1]), axis=(1, 2)) / np.max(np.abs(m[0]))

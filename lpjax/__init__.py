@@ -11,6 +11,7 @@ from . import (
 from ._integrate import Solution as Solution, integrate as integrate
 from ._integrator import (
     AbstractGroupMap as AbstractGroupMap,
+    AbstractImplicitMethod as AbstractImplicitMethod,
     AbstractIntegrator as AbstractIntegrator,
     DiscreteEulerPoincare as DiscreteEulerPoincare,
     Collective as Collective,
@@ -23,6 +24,11 @@ from ._integrator import (
     SurisLagrangeTop as SurisLagrangeTop,
 )
 from ._system import (
+    AbstractClebschFlow as AbstractClebschFlow,
+    AbstractFamily as AbstractFamily,
+    AbstractFreeRigidBody as AbstractFreeRigidBody,
+    AbstractLagrangeTop as AbstractLagrangeTop,
+    AbstractLiePoissonSystem as AbstractLiePoissonSystem,
     AbstractSystem as AbstractSystem,
     CanonicalSystem as CanonicalSystem,
     LiePoissonSystem as LiePoissonSystem,

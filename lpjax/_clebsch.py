@@ -24,7 +24,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from ._algebra import LieAlgebra
 from ._algebra._base import _Frozen
-from ._system import CanonicalSystem, LiePoissonSystem
+from ._system import AbstractLiePoissonSystem, CanonicalSystem
 
 __all__ = [
     "momentum_map",
@@ -77,9 +77,9 @@ class CollectiveHamiltonian(eqx.Module):
         return self.hamiltonian(self.momentum(z))
 
 
-def canonize(system: LiePoissonSystem) -> CanonicalSystem:
+def canonize(system: AbstractLiePoissonSystem) -> CanonicalSystem:
     """The canonized system (12) on T*𝔤 ≅ T*Rⁿ with ``H = h ∘ M±``, ``±`` = ``system.sign``."""
-    if not isinstance(system, LiePoissonSystem):
+    if not isinstance(system, AbstractLiePoissonSystem):
         raise TypeError(f"canonize needs a LiePoissonSystem, got {type(system).__name__}")
     H = CollectiveHamiltonian(system.hamiltonian, _MomentumMap(system.algebra, system.sign))
     return CanonicalSystem(H, n=system.algebra.dim, name=f"canonized {system.name}")

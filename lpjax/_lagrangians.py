@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import final
+
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
-from ._system import AbstractSystem
+from ._system import AbstractSystem, ClebschFlowFamily, FreeRigidBodyFamily, LagrangeTopFamily
 
 __all__ = ["moser_veselov", "suris_clebsch", "suris_lagrange_top"]
 
@@ -17,6 +19,7 @@ def _tr_log(W: Float[Array, "n n"]) -> Scalar:
     return jnp.linalg.slogdet(2 * jnp.eye(n, dtype=W.dtype) + W + W.T)[1]
 
 
+@final
 class MoserVeselovLagrangian(eqx.Module):
     """``ℓ(W) = −tr(WΛ)/dt`` (seed 003, sec. 3.4, in the convention ``W_k = g_k⁻¹ g_{k+1}``)."""
 
@@ -26,6 +29,7 @@ class MoserVeselovLagrangian(eqx.Module):
         return -jnp.sum(jnp.diagonal(W) * self.lam) / dt
 
 
+@final
 class SurisClebschLagrangian(eqx.Module):
     """``ℓ(W, P) = −(1/ε) tr log(2I + W + W⁻¹) + (2/ε) log(1 + (ε²/4)<P, BP>)``: seed 000,
     eq. (7.16) with the coefficient 2/ε instead of the printed 4/ε (see :func:`suris_clebsch`)."""
@@ -37,6 +41,7 @@ class SurisClebschLagrangian(eqx.Module):
         return -_tr_log(W) / dt + self.coefficient / dt * jnp.log1p(0.25 * dt**2 * jnp.dot(P, self.B * P))
 
 
+@final
 class SurisLagrangeTopLagrangian(eqx.Module):
     """Seed 000, eq. (6.1) (rest frame, ``(w, a)``) or (6.16) (moving frame, ``(W, P)``)."""
 
@@ -61,15 +66,8 @@ def moser_veselov(system: AbstractSystem) -> MoserVeselovLagrangian:
     ``ℓ ≈ dt·½<Ω, M>`` for ``W = I + dtΩ + …``. Seed 003 writes ``tr(fΛ)`` with
     ``f = g_{k+1}⁻¹ g_k = W⁻¹`` and the opposite sign of the momentum.
     """
-    from ._integrator.moser_veselov import _moser_veselov_lambda
-
-    lam = _moser_veselov_lambda(system)
-    if lam is None:
-        raise TypeError(
-            "moser_veselov needs lpjax.systems.rigid_body(inertia) or rigid_body_n(J), got "
-            f"{getattr(system, 'name', type(system).__name__)}"
-        )
-    return MoserVeselovLagrangian(jnp.asarray(lam))
+    FreeRigidBodyFamily().check(system, "moser_veselov", "needs")
+    return MoserVeselovLagrangian(jnp.asarray(system.hamiltonian.mass_tensor))
 
 
 def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisClebschLagrangian:
@@ -80,15 +78,8 @@ def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisCleb
     ``M_{k+1} = M_k + 2ε P∧BP/(1 + …)`` rather than (7.17). With ``2/ε`` (the default) the
     DEP map is exactly (7.17); ``coefficient=4.0`` gives the printed form.
     """
-    from .systems._clebsch_case import ClebschHamiltonian
-
-    h = getattr(system, "hamiltonian", None)
-    if not (isinstance(h, ClebschHamiltonian) and h.c is None):
-        raise TypeError(
-            "suris_clebsch needs lpjax.systems.clebsch_case(B) (the flow c_jk = 1), got "
-            f"{getattr(system, 'name', type(system).__name__)}"
-        )
-    return SurisClebschLagrangian(h.B, float(coefficient))
+    ClebschFlowFamily().check(system, "suris_clebsch", "needs")
+    return SurisClebschLagrangian(system.hamiltonian.B, float(coefficient))
 
 
 def suris_lagrange_top(system: AbstractSystem, alpha: ArrayLike = 0.5) -> SurisLagrangeTopLagrangian:
@@ -97,15 +88,8 @@ def suris_lagrange_top(system: AbstractSystem, alpha: ArrayLike = 0.5) -> SurisL
     The moving frame takes α from the system; in the rest frame the map (6.5) does not
     depend on α (Theorem 6), so any ``alpha`` gives the same DEP map.
     """
-    from ._integrator.suris import _frame
-
-    frame = _frame(system)
-    if frame is None:
-        raise TypeError(
-            "suris_lagrange_top needs lpjax.systems.lagrange_top(...), got "
-            f"{getattr(system, 'name', type(system).__name__)}"
-        )
+    LagrangeTopFamily().check(system, "suris_lagrange_top", "needs")
     h = system.hamiltonian
-    if frame == "moving":
-        return SurisLagrangeTopLagrangian(h.alpha, jnp.zeros(h.n).at[-1].set(1.0), True)
-    return SurisLagrangeTopLagrangian(jnp.asarray(alpha, h.p.dtype), h.p, False)
+    if h.frame == "moving":
+        return SurisLagrangeTopLagrangian(h.alpha, h.gravity, True)
+    return SurisLagrangeTopLagrangian(jnp.asarray(alpha, h.gravity.dtype), h.gravity, False)

@@ -24,43 +24,21 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from ._algebra import so
-from ._system import AbstractSystem, LiePoissonSystem
+from ._checks import finite_scalar
+from ._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
 
 __all__ = ["suris_lagrange_lax", "suris_clebsch_lax", "lax_invariants", "charpoly"]
 
 
-def _scalar(x: ArrayLike, name: str) -> Array:
-    if jnp.ndim(x) != 0:
-        raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(x)}")
-    if not isinstance(x, jax.core.Tracer) and not np.isfinite(np.asarray(x)):
-        raise ValueError(f"{name} must be finite, got {x}")
-    return jnp.asarray(x)
-
-
-def _state(system: LiePoissonSystem, y: ArrayLike, dt: ArrayLike, lam: ArrayLike):
+def _state(system: AbstractLiePoissonSystem, y: ArrayLike, dt: ArrayLike, lam: ArrayLike):
     y = jnp.asarray(y)
     system.check_state(y)
-    dt = _scalar(dt, "dt")
-    lam = _scalar(lam, "lam")
+    dt = finite_scalar(dt, "dt")
+    lam = finite_scalar(lam, "lam")
     if not isinstance(lam, jax.core.Tracer) and np.asarray(lam) == 0:
         raise ValueError("lam must be nonzero: L(λ) has a λ⁻¹ term")
     dtype = jnp.result_type(y, dt, lam)
     return y.astype(dtype), dt.astype(dtype), lam.astype(dtype)
-
-
-def _lagrange_frame(system: AbstractSystem) -> str:
-    from .systems._lagrange_top import LagrangeTopMovingHamiltonian, LagrangeTopRestHamiltonian
-
-    h = getattr(system, "hamiltonian", None)
-    if isinstance(system, LiePoissonSystem) and isinstance(h, LagrangeTopRestHamiltonian):
-        return "rest"
-    if isinstance(system, LiePoissonSystem) and isinstance(h, LagrangeTopMovingHamiltonian):
-        return "moving"
-    raise TypeError(
-        "suris_lagrange_lax needs an lpjax.systems.lagrange_top(...) system, got "
-        f"{getattr(system, 'name', type(system).__name__)}"
-    )
 
 
 def _twisted(m: Float[Array, "n n"], col: Float[Array, " n"]) -> Float[Array, "n+1 n+1"]:
@@ -69,7 +47,7 @@ def _twisted(m: Float[Array, "n n"], col: Float[Array, " n"]) -> Float[Array, "n
 
 
 def suris_lagrange_lax(
-    system: LiePoissonSystem, y: Float[Array, " d"], dt: ArrayLike, lam: ArrayLike
+    system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: ArrayLike, lam: ArrayLike
 ) -> Float[Array, "n+1 n+1"]:
     r"""Lax matrix of Suris' Lagrange-top map with step ``ε = dt`` (seed 000, Theorems 7 and 9).
 
@@ -106,24 +84,24 @@ def suris_lagrange_lax(
     scalar. Raises ``TypeError`` for a system other than ``lagrange_top`` and
     ``ValueError`` for a state of the wrong shape or a non-scalar ``dt``/``lam``.
     """
-    frame = _lagrange_frame(system)
+    LagrangeTopFamily().check(system, "suris_lagrange_lax", "needs")
     y, eps, lam = _state(system, y, dt, lam)
     h = system.hamiltonian
-    n = h.p.shape[0] if frame == "rest" else h.n
-    d = n * (n - 1) // 2
-    m, v = so(n).hat(y[:d]), y[d:]
+    n = h.n
+    g = system.algebra.rotation_structure[0]
+    m, v = g.hat(y[: g.dim]), y[g.dim :]
     eye = jnp.eye(n, dtype=y.dtype)
-    if frame == "rest":
-        p = jnp.asarray(h.p, y.dtype)
+    if h.frame == "rest":
+        p = jnp.asarray(h.gravity, y.dtype)
         b = (eye - 0.5 * eps * m) @ v + 0.25 * eps**2 * jnp.dot(v, v) * p  # (6.15), corrected
         return _twisted(m, lam * b - p / lam)  # (6.14)
-    A = jnp.zeros(n, y.dtype).at[-1].set(1.0)
+    A = jnp.asarray(h.gravity, y.dtype)
     B = (eye + 0.5 * eps * m) @ A + 0.25 * eps**2 * v  # (6.26)
     return _twisted(m, lam * B - v / lam)  # (6.24)
 
 
 def suris_clebsch_lax(
-    system: LiePoissonSystem, y: Float[Array, " d"], dt: ArrayLike, lam: ArrayLike
+    system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: ArrayLike, lam: ArrayLike
 ) -> Float[Array, "n n"]:
     r"""Lax matrix of Suris' map (7.17) for the Clebsch flow ``c_jk = 1`` (seed 000, Theorem 10).
 
@@ -147,19 +125,12 @@ def suris_clebsch_lax(
     ``TypeError`` unless ``system`` is ``lpjax.systems.clebsch_case(B)`` with ``C=None``, and
     ``ValueError`` for a state of the wrong shape or a non-scalar ``dt``/``lam``.
     """
-    from .systems._clebsch_case import ClebschHamiltonian
-
-    h = getattr(system, "hamiltonian", None)
-    if not (isinstance(system, LiePoissonSystem) and isinstance(h, ClebschHamiltonian) and h.c is None):
-        raise TypeError(
-            "suris_clebsch_lax needs lpjax.systems.clebsch_case(B) (the flow c_jk = 1), got "
-            f"{getattr(system, 'name', type(system).__name__)}"
-        )
+    ClebschFlowFamily().check(system, "suris_clebsch_lax", "needs")
     y, eps, lam = _state(system, y, dt, lam)
-    b = jnp.asarray(h.B, y.dtype)
+    b = jnp.asarray(system.hamiltonian.B, y.dtype)
     n = b.shape[0]
-    d = n * (n - 1) // 2
-    M, P = so(n).hat(y[:d]), y[d:]
+    g = system.algebra.rotation_structure[0]
+    M, P = g.hat(y[: g.dim]), y[g.dim :]
     eye = jnp.eye(n, dtype=y.dtype)
     Pc = (eye + 0.5 * eps * M) @ jnp.outer(P, P) @ (eye - 0.5 * eps * M)  # (7.20)
     K = 1 + 0.25 * eps**2 * jnp.dot(P, P) * b  # the diagonal of K in (7.19), corrected

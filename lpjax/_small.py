@@ -13,17 +13,24 @@ from typing import Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array
+from jaxtyping import Array, Float
 
 Vec = list
 Mat = list
 _UNROLL_SOLVE = 4  # largest n whose Cayley solve is unrolled
 
-__all__ = ["unstack", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv", "transpose", "wedge", "solve", "cayley", "lin"]
+__all__ = [
+    "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
+    "transpose", "wedge", "lin", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
+]
 
 
 def unstack(x: Array) -> Vec:
     return [x[..., i] for i in range(x.shape[-1])]
+
+
+def unstack_matrix(X: Array) -> Mat:
+    return [[X[..., i, j] for j in range(X.shape[-1])] for i in range(X.shape[-2])]
 
 
 def stack(v: Sequence) -> Array:
@@ -108,28 +115,30 @@ def wedge(a: Vec, b: Vec) -> Mat:
     return [[0.0 if i == j else _dot([_mul(a[i], b[j]), _mul(-1.0, _mul(b[i], a[j]))]) for j in range(n)] for i in range(n)]
 
 
-def solve(A: Mat, B: Mat) -> Mat:
-    """``A⁻¹B`` by Gauss–Jordan elimination without pivoting (for matrices whose leading
-    minors stay away from 0, such as ``I − X`` with X skew or ``I − dt A ⊗ J`` for small dt)."""
-    n = len(A)
-    A, B = [list(r) for r in A], [list(r) for r in B]
-    for k in range(n):
-        piv = A[k][k]
-        A[k] = [v / piv for v in A[k]]
-        B[k] = [v / piv for v in B[k]]
-        for i in range(n):
-            if i != k:
-                f = A[i][k]
-                A[i] = [A[i][j] - f * A[k][j] for j in range(n)]
-                B[i] = [B[i][j] - f * B[k][j] for j in range(len(B[i]))]
-    return B
+def gauss_jordan(A: Array, B: Array) -> Array:
+    """``A⁻¹B`` for (batched) arrays ``A (..., m, m)``, ``B (..., m, k)`` by Gauss–Jordan
+    elimination without pivoting, unrolled with static indices.
+
+    For matrices whose leading minors stay away from 0: ``I − X`` with X skew (minors ≥ 1)
+    and the Newton matrix ``I − dt A ⊗ f'(y)`` of an implicit Runge–Kutta step, which tends
+    to the identity as ``dt → 0``. A breakdown gives non-finite entries, which callers report
+    through their result code. Row operations fuse into a few elementwise kernels, where a
+    LAPACK call on a tiny matrix costs mostly call overhead (CPU and GPU alike).
+    """
+    m = A.shape[-1]
+    aug = jnp.concatenate([A, B], axis=-1)
+    for k in range(m):
+        row = aug[..., k, :] / aug[..., k, k : k + 1]
+        aug = aug - aug[..., :, k : k + 1] * row[..., None, :]
+        aug = aug.at[..., k, :].set(row)
+    return aug[..., m:]
 
 
 def cayley(X: Mat) -> Mat:
     """``cay(X) = (I − X)⁻¹(I + X) = I + 2(I − X)⁻¹X`` for skew X.
 
-    ``I + 2(X + X²)/(1 − ½tr X²)`` for n = 3; Gauss–Jordan without pivoting for n = 4 (the
-    leading minors of ``I − X`` are ``≥ 1``); a dense solve above. Solving for the small part
+    ``I + 2(X + X²)/(1 − ½tr X²)`` for n = 3; :func:`gauss_jordan` for n = 4 (the leading
+    minors of ``I − X`` are ``≥ 1``); a dense solve above. Solving for the small part
     ``(I − X)⁻¹X`` rather than for ``(I − X)⁻¹(I + X)`` keeps the result orthogonal to
     roundoff without drift (|a|² over 10⁴ Suris steps, n = 4: 1e-14 instead of 6e-13).
     """
@@ -138,11 +147,25 @@ def cayley(X: Mat) -> Mat:
         X2 = mm(X, X)
         c = 2.0 / (1.0 - 0.5 * (X2[0][0] + X2[1][1] + X2[2][2]))
         return [[(1.0 if i == j else 0.0) + c * (X[i][j] + X2[i][j]) for j in range(n)] for i in range(n)]
+    Xa = stack_matrix(X)
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=Xa.dtype), Xa.shape)
     if n > _UNROLL_SOLVE:  # the unrolled elimination grows as n³ in code size and compile time
-        Xa = stack_matrix(X)
-        eye = jnp.eye(n, dtype=Xa.dtype)
-        C = eye + 2.0 * jnp.linalg.solve(eye - Xa, Xa)
-        return [[C[..., i, j] for j in range(n)] for i in range(n)]
-    A = [[(1.0 if i == j else 0.0) - X[i][j] for j in range(n)] for i in range(n)]
-    B = solve(A, X)  # cay(X) = I + 2(I − X)⁻¹X: the small part is solved for
-    return [[(1.0 if i == j else 0.0) + 2.0 * B[i][j] for j in range(n)] for i in range(n)]
+        return unstack_matrix(eye + 2.0 * jnp.linalg.solve(eye - Xa, Xa))
+    return unstack_matrix(eye + 2.0 * gauss_jordan(eye - Xa, Xa))
+
+
+def cayley_matrix(X: Float[Array, "... n n"]) -> Float[Array, "... n n"]:
+    """:func:`cayley` on a (batched) skew matrix array."""
+    return stack_matrix(cayley(unstack_matrix(X)))
+
+
+def hat3(x: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
+    """``[[0, -x3, x2], [x3, 0, -x1], [-x2, x1, 0]]``, so ``hat3(x) y = x × y`` (batched)."""
+    x1, x2, x3 = unstack(x)
+    z = jnp.zeros_like(x1)
+    return stack_matrix([[z, -x3, x2], [x3, z, -x1], [-x2, x1, z]])
+
+
+def wedge_matrix(a: Float[Array, "... n"], b: Float[Array, "... n"]) -> Float[Array, "... n n"]:
+    """``a ∧ b = a bᵀ − b aᵀ`` on (batched) arrays (seed 000, sec. 4)."""
+    return a[..., :, None] * b[..., None, :] - b[..., :, None] * a[..., None, :]

@@ -173,7 +173,7 @@ def test_collective_under_vmap_and_jit_equals_loop():
 
 def test_collective_rejects_non_lie_poisson_and_unreachable_states():
     can = lpjax.CanonicalSystem(lambda y: y @ y, n=1)
-    with pytest.raises(TypeError, match="Collective needs a LiePoissonSystem"):
+    with pytest.raises(TypeError, match="Collective steps only Lie–Poisson systems"):
         lpjax.integrate(can, lpjax.Collective(), jnp.ones(2), 0.1, 1)
     abelian = lpjax.LiePoissonSystem(lpjax.algebras.LieAlgebra(np.zeros((2, 2, 2))), lambda m: m @ m, 1)
     with pytest.raises(ValueError, match="not a dual pair"):

@@ -114,7 +114,7 @@ BAD = [
     (dict(n_steps=0), ValueError, "n_steps must be a positive"),
     (dict(n_steps=2.5), ValueError, "n_steps must be a positive"),
     (dict(method="RK4"), TypeError, "method must be an lpjax integrator"),
-    (dict(system=lambda y: y), TypeError, "needs an lpjax system"),
+    (dict(system=lambda y: y), TypeError, "is not an lpjax system"),
 ]
 
 

@@ -63,6 +63,34 @@ class _Frozen:
         return isinstance(other, _Frozen) and self._key == other._key
 
 
+def semidirect_constants(c: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Structure constants of 𝔤 ⋉ V for ``ρ(E_i) = rho[i]``, coordinates (ξ, u)."""
+    n, m = c.shape[0], rho.shape[1]
+    out = np.zeros((n + m, n + m, n + m))
+    out[:n, :n, :n] = c
+    # [E_i, e_a] = ρ(E_i) e_a = ρ_i[b, a] e_b
+    out[:n, n:, n:] = np.transpose(rho, (0, 2, 1))
+    out[n:, :n, n:] = -np.transpose(rho, (2, 0, 1))
+    return out
+
+
+def defining_blocks(algebra: "LieAlgebra", k: int) -> np.ndarray:
+    """``ρ(E_i)`` for k copies of the defining representation of a skew matrix algebra."""
+    n = algebra.so_n
+    blocks = np.zeros((algebra.dim, k * n, k * n))
+    for a in range(k):
+        blocks[:, a * n : (a + 1) * n, a * n : (a + 1) * n] = algebra.matrix_basis
+    return blocks
+
+
+@functools.lru_cache(maxsize=64)
+def _skew_basis_size(frozen: _Frozen) -> Optional[int]:
+    basis = frozen.array
+    d, n = basis.shape[0], basis.shape[-1]
+    skew = np.array_equal(basis, -np.swapaxes(basis, 1, 2))
+    return n if skew and d == n * (n - 1) // 2 else None
+
+
 @functools.lru_cache(maxsize=64)
 def _quadratic_casimirs(frozen: _Frozen) -> np.ndarray:
     c = frozen.array
@@ -111,6 +139,7 @@ class LieAlgebra(eqx.Module):
     _basis_frozen: Optional[_Frozen] = eqx.field(static=True)
     _vee_frozen: Optional[_Frozen] = eqx.field(static=True)
     name: str = eqx.field(static=True)
+    _semidirect: Optional[tuple["LieAlgebra", int]] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -119,11 +148,18 @@ class LieAlgebra(eqx.Module):
         name: str = "LieAlgebra",
         matrix_basis: Optional[ArrayLike] = None,
         atol: float = 1e-10,
+        semidirect_of: Optional[tuple["LieAlgebra", int]] = None,
     ):
         c = np.asarray(structure_constants, dtype=np.float64)
         _check_structure_constants(c, name, atol)
         self._c_frozen = _Frozen(c)
         self.name = name
+        if semidirect_of is not None:
+            g, k = semidirect_of
+            expect = semidirect_constants(g.structure_constants, defining_blocks(g, k)) if g.so_n else None
+            if expect is None or expect.shape != c.shape or not np.array_equal(expect, c):
+                raise ValueError(f"{name}: semidirect_of does not match the structure constants")
+        self._semidirect = semidirect_of
         if matrix_basis is None:
             self._basis_frozen = None
             self._vee_frozen = None
@@ -175,6 +211,24 @@ class LieAlgebra(eqx.Module):
     @property
     def dim(self) -> int:
         return self.structure_constants.shape[0]
+
+    @property
+    def so_n(self) -> Optional[int]:
+        """``n`` if the matrix basis is a basis of so(n) (skew n × n matrices), else ``None``."""
+        return None if self._basis_frozen is None else _skew_basis_size(self._basis_frozen)
+
+    @property
+    def rotation_structure(self) -> Optional[tuple["LieAlgebra", int]]:
+        """``(𝔨, k)`` if this algebra is ``𝔨 ⋉ (Rⁿ)^k`` with ``𝔨`` = so(n) in a skew matrix basis,
+        acting on each of the ``k`` vectors by the defining representation, in coordinates
+        ``(ξ, u_1, …, u_k)``; ``(self, 0)`` for so(n) itself; otherwise ``None``.
+
+        This is the structural fact that SO(n)-based methods (Moser–Veselov, Suris, DEP)
+        dispatch on: so(3), so(n), se(3), e(n) and se(3) × R³ have it, so(2,1) does not.
+        """
+        if self.so_n is not None:
+            return (self, 0)
+        return self._semidirect
 
     def _c(self, dtype) -> Array:
         return jnp.asarray(self.structure_constants, dtype=dtype)

@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 from jaxtyping import ArrayLike
 
-from ._base import LieAlgebra
+from ._base import LieAlgebra, defining_blocks, semidirect_constants
 
 __all__ = ["so3", "so", "se3", "se3_x_r3", "euclidean", "so21", "semidirect", "from_matrix_basis"]
 
@@ -102,19 +102,19 @@ def semidirect(
         raise ValueError(f"semidirect: representation must have shape ({n}, m, m), got {rho.shape}")
     m = rho.shape[1]
     d = n + m
-    c = np.zeros((d, d, d))
-    c[:n, :n, :n] = algebra.structure_constants
-    # [E_i, e_a] = ρ(E_i) e_a = ρ_i[b, a] e_b
-    c[:n, n:, n:] = np.transpose(rho, (0, 2, 1))
-    c[n:, :n, n:] = -np.transpose(rho, (2, 0, 1))
+    c = semidirect_constants(algebra.structure_constants, rho)
     name = name or f"{algebra.name} ⋉ R^{m}"
+    structure = None
+    so_n = algebra.so_n
+    if so_n is not None and m % so_n == 0 and np.array_equal(rho, defining_blocks(algebra, m // so_n)):
+        structure = (algebra, m // so_n)
     basis = None
     if representation is None:
         basis = np.zeros((d, m + 1, m + 1))
         basis[:n, :m, :m] = rho
         for a in range(m):
             basis[n + a, a, m] = 1.0
-    return LieAlgebra(c, name=name, matrix_basis=basis)
+    return LieAlgebra(c, name=name, matrix_basis=basis, semidirect_of=structure)
 
 
 @functools.lru_cache(maxsize=None)

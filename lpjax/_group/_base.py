@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._checks import as_float as _as_float
+
 __all__ = ["AbstractMatrixLieGroup"]
 
 
@@ -121,16 +123,6 @@ class AbstractMatrixLieGroup(eqx.Module):
 
 
 # ------------------------------------------------------------------ helpers
-def _as_float(x: ArrayLike, what: str) -> Array:
-    """``jnp.asarray`` with integers promoted to the default float; rejects complex."""
-    x = jnp.asarray(x)
-    if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        raise ValueError(f"{what} expects a real floating-point array, got dtype {x.dtype}")
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
 def _check_vector(x: ArrayLike, dim: int, what: str) -> Array:
     x = _as_float(x, what)
     if x.ndim < 1 or x.shape[-1] != dim:

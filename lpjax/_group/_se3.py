@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .. import _small as sm
 from .._algebra import LieAlgebra, se3
 from ._base import (
     AbstractMatrixLieGroup,
@@ -28,9 +29,7 @@ from ._so3 import (
     _D_TAYLOR,
     _SMALL,
     SO3,
-    _hat3,
     _poly,
-    _so3_cayley,
     _so3_coeffs,
     _so3_inverse_cayley,
     _so3_log,
@@ -98,7 +97,7 @@ class SE3(AbstractMatrixLieGroup):
         xi = _check_vector(tangent, 6, "SE3.exp")
         w, v = xi[..., :3], xi[..., 3:]
         A, B, C = _so3_coeffs(_sq(w), with_c=True)
-        W = _hat3(w)
+        W = sm.hat3(w)
         W2 = W @ W
         eye = _eye(3, W)
         R = eye + A[..., None, None] * W + B[..., None, None] * W2
@@ -113,7 +112,7 @@ class SE3(AbstractMatrixLieGroup):
         w, v = xi[..., :3], xi[..., 3:]
         wv = jnp.cross(w, v)
         t = 2.0 * (v + (wv + jnp.cross(w, wv)) / (1.0 + _sq(w))[..., None])
-        return cls(_so3_cayley(w), t)
+        return cls(sm.cayley_matrix(sm.hat3(w)), t)
 
     @classmethod
     def from_matrix(
@@ -175,7 +174,7 @@ class SE3(AbstractMatrixLieGroup):
         half = 0.5 * jnp.sqrt(t2)
         D_big = (1.0 - half * jnp.cos(half) / jnp.sin(half)) / t2
         D = jnp.where(small, _poly(th2, _D_TAYLOR), D_big)
-        W = _hat3(w)
+        W = sm.hat3(w)
         Vinv = _eye(3, W) - 0.5 * W + D[..., None, None] * (W @ W)
         return jnp.concatenate([w, _matvec(Vinv, self.t)], axis=-1)
 
@@ -189,7 +188,7 @@ class SE3(AbstractMatrixLieGroup):
         """``Ad_g = [[R, 0], [t̂ R, R]]``: ``Ad_g(ω, v) = (R ω, R v + t × R ω)``."""
         R = self.R
         top = jnp.concatenate([R, jnp.zeros_like(R)], axis=-1)
-        bottom = jnp.concatenate([_hat3(self.t) @ R, R], axis=-1)
+        bottom = jnp.concatenate([sm.hat3(self.t) @ R, R], axis=-1)
         return jnp.concatenate([top, bottom], axis=-2)
 
     def as_matrix(self) -> Float[Array, "... 4 4"]:

@@ -13,6 +13,7 @@ from typing import ClassVar, Optional, final
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from .. import _small as sm
 from .._algebra import LieAlgebra, so3
 from ._base import (
     AbstractMatrixLieGroup,
@@ -36,22 +37,8 @@ def _so3_algebra() -> LieAlgebra:
     return so3()
 
 
-def _hat3(x: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
-    """``hat(x) = [[0, -x3, x2], [x3, 0, -x1], [-x2, x1, 0]]``, so ``hat(x) y = x × y``."""
-    x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2]
-    z = jnp.zeros_like(x1)
-    return jnp.stack(
-        [
-            jnp.stack([z, -x3, x2], axis=-1),
-            jnp.stack([x3, z, -x1], axis=-1),
-            jnp.stack([-x2, x1, z], axis=-1),
-        ],
-        axis=-2,
-    )
-
-
 def _vee3(X: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
-    """Inverse of :func:`_hat3` on skew matrices, reading ``(X32, X13, X21)``."""
+    """Inverse of :func:`lpjax._small.hat3` on skew matrices, reading ``(X32, X13, X21)``."""
     return jnp.stack([X[..., 2, 1], X[..., 0, 2], X[..., 1, 0]], axis=-1)
 
 
@@ -94,7 +81,7 @@ def _so3_coeffs(theta2: Array, with_c: bool = False):
 def _so3_exp(x: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
     """Rodrigues: ``exp(x̂) = I + (sin θ/θ) x̂ + ((1 - cos θ)/θ²) x̂²``, ``θ = |x|``."""
     A, B = _so3_coeffs(_sq(x))
-    X = _hat3(x)
+    X = sm.hat3(x)
     return _eye(3, X) + A[..., None, None] * X + B[..., None, None] * (X @ X)
 
 
@@ -139,13 +126,6 @@ def _so3_log(R: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
     )
 
 
-def _so3_cayley(x: Float[Array, "... 3"]) -> Float[Array, "... 3 3"]:
-    """``(I - x̂)^{-1}(I + x̂) = I + 2/(1 + |x|²) (x̂ + x̂²)`` (uses ``x̂³ = -|x|² x̂``)."""
-    X = _hat3(x)
-    a = 2.0 / (1.0 + _sq(x))
-    return _eye(3, X) + a[..., None, None] * (X + X @ X)
-
-
 def _so3_inverse_cayley(W: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
     """``x = vee(W - Wᵀ)/(1 + tr W)``; singular for rotations by π (``tr W = -1``)."""
     num = _vee3(W - jnp.swapaxes(W, -1, -2))
@@ -186,7 +166,7 @@ class SO3(AbstractMatrixLieGroup):
         """``R = (I - x̂)^{-1}(I + x̂) = I + 2/(1 + |x|²)(x̂ + x̂²)``, a rotation by ``2 arctan|x|``
         about ``x`` (check: ``(I - x̂)(I + a(x̂ + x̂²)) = I + x̂`` for ``a = 2/(1+|x|²)`` as
         ``x̂³ = -|x|² x̂``)."""
-        return cls(_so3_cayley(_check_vector(tangent, 3, "SO3.cayley")))
+        return cls(sm.cayley_matrix(sm.hat3(_check_vector(tangent, 3, "SO3.cayley"))))
 
     @classmethod
     def from_matrix(

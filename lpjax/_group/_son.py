@@ -17,6 +17,7 @@ import numpy as np
 from jax.scipy.linalg import expm
 from jaxtyping import Array, ArrayLike, Float
 
+from .. import _small as sm
 from .._algebra import LieAlgebra, so
 from ._base import (
     AbstractMatrixLieGroup,
@@ -202,7 +203,7 @@ class SOn(AbstractMatrixLieGroup):
       go through ``eigh`` (whose derivative is singular for the always-repeated eigenvalues).
       The log is not differentiable where it is not unique, i.e. when a rotation angle
       is π, and the derivative blows up as two angles sum to 2π.
-    * ``cayley``/``inverse_cayley`` use ``jnp.linalg.solve``.
+    * ``cayley`` is :func:`lpjax._small.cayley`; ``inverse_cayley`` uses ``jnp.linalg.solve``.
     * ``Ad`` is the second compound matrix ``Ad[(ij),(kl)] = R_ik R_jl - R_il R_jk``.
     """
 
@@ -256,11 +257,9 @@ class SOn(AbstractMatrixLieGroup):
 
     @classmethod
     def cayley(cls, tangent: Float[ArrayLike, "... d"], n: Optional[int] = None) -> "SOn":
-        """``R = (I - X)^{-1}(I + X)``, ``X = hat(x)`` (``jnp.linalg.solve``)."""
+        """``R = (I - X)^{-1}(I + X) = I + 2(I - X)^{-1}X``, ``X = hat(x)`` (:func:`lpjax._small.cayley`)."""
         x, n = cls._tangent(tangent, "SOn.cayley", n)
-        X = _hat(x, n)
-        eye = _eye(n, X)
-        return cls(jnp.linalg.solve(eye - X, eye + X))
+        return cls(sm.cayley_matrix(_hat(x, n)))
 
     @classmethod
     def from_matrix(

@@ -1,12 +1,14 @@
 from ._base import (
     AbstractGroupMap as AbstractGroupMap,
     AbstractIntegrator as AbstractIntegrator,
+    AbstractStateIsY as AbstractStateIsY,
     RESULTS as RESULTS,
     StepInfo as StepInfo,
 )
+from ._implicit import AbstractImplicitMethod as AbstractImplicitMethod
 from .gauss_legendre import GaussLegendre as GaussLegendre, gauss_legendre_tableau as gauss_legendre_tableau
 from .rk4 import RK4 as RK4
-from .collective import Collective as Collective
+from .collective import Collective as Collective, DualPairFamily as DualPairFamily
 from .moser_veselov import MoserVeselov as MoserVeselov
 from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop
 from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoincare

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Optional
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree, Scalar
 
-from .._system import AbstractSystem
+from .._group import SO3, AbstractMatrixLieGroup, SOn
+from .._system import AbstractFamily, AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "AbstractGroupMap"]
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "AbstractGroupMap", "finite_result", "first_failure"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -41,8 +42,11 @@ class AbstractIntegrator(eqx.Module):
     """A one-step method. It holds only settings, never state or the system.
 
     ``state = init(system, y0, dt)``; ``state, result, info = step(system, state, dt)``;
-    ``y = observe(system, state)``. ``step`` never raises: failures are reported through
-    ``result`` (a :class:`RESULTS`), solver statistics through ``info``.
+    ``y = observe(system, state)``; ``save(system, state)`` is what :func:`lpjax.integrate`
+    keeps at each save point: ``(y, attitude or None)``. ``step`` never raises: failures are
+    reported through ``result`` (a :class:`RESULTS`), solver statistics through ``info``.
+    ``family`` is the structural family of systems the method can step; :meth:`check_system`
+    raises a clear error, naming it, for any other system (before anything is traced).
     """
 
     @property
@@ -50,13 +54,14 @@ class AbstractIntegrator(eqx.Module):
     def order(self) -> int:
         """Classical order of accuracy."""
 
+    @property
+    @abc.abstractmethod
+    def family(self) -> AbstractFamily:
+        """The structural family of systems this method steps."""
+
     def check_system(self, system: AbstractSystem) -> None:
-        """Raise ``TypeError`` if this method cannot step ``system`` (called before tracing)."""
-        if not isinstance(system, AbstractSystem):
-            raise TypeError(
-                f"{type(self).__name__} needs an lpjax system (LiePoissonSystem, "
-                f"CanonicalSystem, ...), got {type(system).__name__}"
-            )
+        """Raise ``TypeError`` (or ``ValueError``) if ``system`` is outside :attr:`family`."""
+        self.family.check(system, type(self).__name__)
 
     @abc.abstractmethod
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
@@ -70,6 +75,10 @@ class AbstractIntegrator(eqx.Module):
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         ...
 
+    @abc.abstractmethod
+    def save(self, system: AbstractSystem, state: PyTree) -> tuple[Float[Array, " n"], Optional[PyTree]]:
+        """``(y, attitude)`` kept at a save point; ``attitude`` is ``None`` unless reconstructed."""
+
 
 class AbstractStateIsY(AbstractIntegrator):
     """An integrator whose internal state is the user's state ``y`` itself."""
@@ -80,6 +89,13 @@ class AbstractStateIsY(AbstractIntegrator):
     def observe(self, system: AbstractSystem, state: Float[Array, " n"]) -> Float[Array, " n"]:
         return state
 
+    def save(self, system: AbstractSystem, state: Float[Array, " n"]):
+        return state, None
+
+
+def _as_group(W: Float[Array, "... n n"]) -> AbstractMatrixLieGroup:
+    return SO3(W) if W.shape[-1] == 3 else SOn(W)
+
 
 class AbstractGroupMap(AbstractIntegrator):
     r"""A discrete Lie–Poisson map ``y_k ↦ y_{k+1}`` driven by a group element ``W_k ∈ SO(n)``.
@@ -89,7 +105,8 @@ class AbstractGroupMap(AbstractIntegrator):
     systems and ``g_{k+1} = w_k g_k`` for rest-frame (right-invariant, ``sign = +1``) ones
     (seed 000, eqs (3.8), (3.19); seed 003, eq. (2.7)). For another ``g_0`` multiply the
     attitudes by it on the left (body frame) or on the right (rest frame). The state is then
-    ``(y, g)``; ``observe`` returns ``y`` and :meth:`attitude` returns ``g``.
+    ``(y, g)``; ``observe`` returns ``y`` and :meth:`attitude` returns ``g`` as an
+    :class:`lpjax.groups.SO3` (n = 3) or :class:`lpjax.groups.SOn` element.
     """
 
     reconstruct: eqx.AbstractVar[bool]
@@ -110,19 +127,27 @@ class AbstractGroupMap(AbstractIntegrator):
         if not self.reconstruct:
             return y1, result, info
         g = state[1]
-        g1 = g @ W if getattr(system, "sign", -1) == -1 else W @ g
+        g1 = g @ W if system.sign == -1 else W @ g
         return (y1, g1), result, info
 
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         return state[0] if self.reconstruct else state
 
-    def attitude(self, system: AbstractSystem, state: PyTree) -> Float[Array, "n n"]:
+    def attitude(self, system: AbstractSystem, state: PyTree) -> AbstractMatrixLieGroup:
         """The reconstructed group element ``g_k`` (needs ``reconstruct=True``)."""
         if not self.reconstruct:
             raise ValueError(f"{type(self).__name__}(reconstruct=False) carries no attitude")
-        return state[1]
+        return _as_group(state[1])
+
+    def save(self, system: AbstractSystem, state: PyTree):
+        return self.observe(system, state), (self.attitude(system, state) if self.reconstruct else None)
 
 
 def finite_result(y: Array) -> Any:
     """``RESULTS.nonfinite_state`` where ``y`` has a NaN/inf entry, else ``successful``."""
     return RESULTS.where(jnp.all(jnp.isfinite(y)), RESULTS.successful, RESULTS.nonfinite_state)
+
+
+def first_failure(result, y: Array) -> Any:
+    """``result`` if it is a failure, else :func:`finite_result` of ``y``."""
+    return RESULTS.where(result == RESULTS.successful, finite_result(y), result)

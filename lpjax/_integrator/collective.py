@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
+from typing import ClassVar, Optional, final
+
 import equinox as eqx
-import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._clebsch import _LIFT_TOL, _MomentumMap, canonize, lift_jax, symmetry_algebra
-from .._system import AbstractSystem, LiePoissonSystem
+from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
 from ._base import AbstractIntegrator
 from .gauss_legendre import GaussLegendre
 
-__all__ = ["Collective"]
+__all__ = ["Collective", "DualPairFamily"]
 
 
+@final
+class DualPairFamily(AbstractFamily):
+    """Lie–Poisson systems whose momentum map M± and invariants J form a dual pair:
+    ``dim 𝔥 = dim 𝔤`` (seed 002, Theorem 3.2 (iii)); ``required=False`` accepts any."""
+
+    required: bool = eqx.field(static=True, default=True)
+    description: ClassVar[str] = "Lie–Poisson systems (a LiePoissonSystem on 𝔤*)"
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = LiePoissonFamily().mismatch(system)
+        if err is not None or not self.required:
+            return err
+        n, d = system.algebra.dim, symmetry_algebra(system.algebra).shape[0]
+        if d != n:
+            return ValueError(
+                f"on {system.algebra.name}, dim 𝔥 = {d} ≠ dim 𝔤 = {n}, so M± and J are not a dual pair "
+                "(seed 002, Theorem 3.2 (iii)) and the method would not keep Casimirs; pass "
+                "require_dual_pair=False to run it anyway"
+            )
+        return None
+
+
+@final
 class Collective(AbstractIntegrator):
     r"""Run a symplectic method on the canonized system ``H = h ∘ M±`` and map back by ``M±``.
 
@@ -25,7 +49,7 @@ class Collective(AbstractIntegrator):
     With a symplectic Runge–Kutta ``inner`` (Gauss–Legendre) the quadratic invariants
     ``J_σ`` of 𝔥 are kept exactly, and with the dual pair of Theorem 3.2 the method
     preserves coadjoint orbits, hence every Casimir (seed 002, sec. 5.1). Order = the
-    inner method's order. Only :class:`LiePoissonSystem` can be stepped.
+    inner method's order.
 
     The dual pair needs ``dim 𝔥 = dim 𝔤`` (Theorem 3.2 (iii)). It holds for so(3), so(2,1),
     se(3), so(4), e(3) and se(3) × R³, but not for so(5) (dim 𝔥 = 3) or e(4) (dim 𝔥 = 4):
@@ -41,22 +65,11 @@ class Collective(AbstractIntegrator):
     def order(self) -> int:
         return self.inner.order
 
-    def check_system(self, system: AbstractSystem) -> None:
-        if not isinstance(system, LiePoissonSystem):
-            raise TypeError(
-                f"Collective needs a LiePoissonSystem (it canonizes mu_dot = ∓ad*_∇h mu), "
-                f"got {type(system).__name__}"
-            )
-        if self.require_dual_pair:
-            n, d = system.algebra.dim, symmetry_algebra(system.algebra).shape[0]
-            if d != n:
-                raise ValueError(
-                    f"Collective: on {system.algebra.name}, dim 𝔥 = {d} ≠ dim 𝔤 = {n}, so M± and J "
-                    "are not a dual pair (seed 002, Theorem 3.2 (iii)) and the method would not keep "
-                    "Casimirs; pass require_dual_pair=False to run it anyway"
-                )
+    @property
+    def family(self) -> DualPairFamily:
+        return DualPairFamily(self.require_dual_pair)
 
-    def init(self, system: LiePoissonSystem, mu0: Float[Array, " n"], dt: Scalar):
+    def init(self, system: AbstractLiePoissonSystem, mu0: Float[Array, " n"], dt: Scalar):
         z0, resid = lift_jax(system.algebra, mu0, system.sign)
         z0 = eqx.error_if(
             z0,
@@ -66,9 +79,12 @@ class Collective(AbstractIntegrator):
         )
         return self.inner.init(canonize(system), z0, dt)
 
-    def step(self, system: LiePoissonSystem, state, dt: Scalar):
+    def step(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
         return self.inner.step(canonize(system), state, dt)
 
-    def observe(self, system: LiePoissonSystem, state) -> Float[Array, " n"]:
+    def observe(self, system: AbstractLiePoissonSystem, state) -> Float[Array, " n"]:
         z = self.inner.observe(canonize(system), state)
         return _MomentumMap(system.algebra, system.sign)(z)
+
+    def save(self, system: AbstractLiePoissonSystem, state):
+        return self.observe(system, state), None

@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Scalar
 
-from .._algebra import so, so3
-from .._system import AbstractSystem, LiePoissonSystem
-from ._base import RESULTS, AbstractGroupMap, StepInfo, finite_result
-from .gauss_legendre import _iterate
-from .moser_veselov import cayley_matrix
+from .. import _small as sm
+from .._system import AbstractLiePoissonSystem, RotationFamily
+from ._base import AbstractGroupMap, first_failure
+from ._implicit import AbstractImplicitMethod, implicit_solve, newton_update
 
 __all__ = ["DiscreteEulerPoincare"]
-
-
-def _phase_space(system: AbstractSystem):
-    """``(so-algebra, n, advected)`` for systems on so(n)* or e(n)* = (so(n) ⋉ Rⁿ)*, else None."""
-    if not isinstance(system, LiePoissonSystem) or system.sign not in (-1, 1):
-        return None
-    name = system.algebra.name
-    if name.startswith("so(") and name[3:-1].isdigit():
-        return system.algebra, int(name[3:-1]), False
-    if name == "se(3)":
-        return so3(), 3, True
-    if name.startswith("e(") and name[2:-1].isdigit():
-        n = int(name[2:-1])
-        return so(n), n, True
-    return None
 
 
 def _coadjoint_coords(basis: Float[Array, "d n n"], S: Float[Array, "n n"]) -> Float[Array, " d"]:
@@ -63,11 +46,12 @@ def _next_momentum(ell, W, P, dt, basis, left: bool):
 def _dep_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
     """``Fℓ(cay(x̂), P_k) − M_k``: the discrete Legendre transform in Cayley coordinates."""
     ell, M, P, dt, basis, left = args
-    W = cayley_matrix(jnp.tensordot(x, basis, axes=1))
+    W = sm.cayley_matrix(jnp.tensordot(x, basis, axes=1))
     return _legendre(ell, W, P, dt, basis, left) - M
 
 
-class DiscreteEulerPoincare(AbstractGroupMap):
+@final
+class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
     r"""The discrete Euler–Poincaré (DEP) / discrete Lie–Poisson (DLP) map of a reduced discrete
     Lagrangian ``ℓ(W, P, dt)`` on SO(n), with an optional advected vector ``P ∈ Rⁿ``.
 
@@ -96,8 +80,8 @@ class DiscreteEulerPoincare(AbstractGroupMap):
     The map is Poisson for the Lie–Poisson bracket (seed 000, Theorem 2b) and keeps the
     Casimirs of Ad*-orbits; its order is that of ``ell`` (not known to the method, so
     ``order`` is the attribute given by the user, default 1). ``max_iters`` Newton
-    iterations run always (no ``while_loop``); a final residual above
-    ``tol · (1 + ‖M_k‖∞)`` gives ``RESULTS.implicit_solve_failed``.
+    iterations of the implicit kernel run always (no ``while_loop``); see
+    :class:`GaussLegendre` for ``tol``.
     """
 
     ell: Callable[..., Scalar]
@@ -117,52 +101,30 @@ class DiscreteEulerPoincare(AbstractGroupMap):
     ):
         if not callable(ell):
             raise TypeError(f"ell must be a callable ell(W, P, dt) -> scalar, got {type(ell).__name__}")
-        if not isinstance(max_iters, (int, np.integer)) or isinstance(max_iters, bool) or max_iters < 1:
-            raise ValueError(f"max_iters must be a positive integer, got {max_iters!r}")
         self.ell = ell
-        self.max_iters = int(max_iters)
+        self.max_iters = max_iters
         self.tol = tol
         self.reconstruct = bool(reconstruct)
         self._order = int(order)
+
+    family: ClassVar[RotationFamily] = RotationFamily()
 
     @property
     def order(self) -> int:
         return self._order
 
-    def check_system(self, system: AbstractSystem) -> None:
-        if _phase_space(system) is None:
-            raise TypeError(
-                "DiscreteEulerPoincare steps Lie–Poisson systems on so(n)*, se(3)* or e(n)* "
-                f"(SO(n), optionally with an advected vector in Rⁿ); got "
-                f"{getattr(system, 'name', type(system).__name__)}"
-            )
-
-    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
-        g, n, advected = _phase_space(system)
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        g, advected = system.algebra.rotation_structure
         basis = jnp.asarray(g.matrix_basis, y.dtype)
         d = basis.shape[0]
         M, P = y[:d], (y[d:] if advected else None)
         left = system.sign == -1
         args = (self.ell, M, P, dt, basis, left)
-        residual = lambda x: _dep_residual(x, args)  # noqa: E731
-        tol = self.tol if self.tol is not None else 256 * float(jnp.finfo(y.dtype).eps)
-        tol_abs = tol * (1 + jnp.max(jnp.abs(M)))
-
-        def newton(r, x):
-            return jnp.linalg.solve(jax.jacfwd(residual)(x), r)
-
-        def solve(res, x0):
-            x, iters = _iterate(res, x0, newton, self.max_iters, tol_abs, unroll=False)
-            return x, iters.astype(x.dtype)  # custom_root mishandles integer aux outputs
-
-        def tangent_solve(lin, r):
-            return jnp.linalg.solve(jax.jacfwd(lin)(jnp.zeros_like(r)), r)
-
-        x, iters = jax.lax.custom_root(residual, jnp.zeros_like(M), solve, tangent_solve, has_aux=True)
-        iters = jnp.minimum(jax.lax.stop_gradient(iters).astype(jnp.int32), self.max_iters)
-        resid = jax.lax.stop_gradient(jnp.max(jnp.abs(residual(x))))
-        W = cayley_matrix(jnp.tensordot(x, basis, axes=1))
+        x, result, info = implicit_solve(
+            _dep_residual, jnp.zeros_like(M), args, newton_update(_dep_residual, args),
+            max_iters=self.max_iters, tol=self.tol, unroll=False,
+        )
+        W = sm.cayley_matrix(jnp.tensordot(x, basis, axes=1))
         M1 = _next_momentum(self.ell, W, P, dt, basis, left)
         y1 = M1 if P is None else jnp.concatenate([M1, W.T @ P if left else W @ P])
-        result = RESULTS.where(resid <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
-        return y1, W, result, StepInfo(resid, iters)
+        return y1, W, first_failure(result, y1), info

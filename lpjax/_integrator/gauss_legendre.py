@@ -8,7 +8,7 @@ symplectic inner method of collective integrators.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional, final
 
 import equinox as eqx
 import jax
@@ -17,9 +17,11 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Float, Scalar
 
+from .. import _small as sm
 from .._algebra._base import _Frozen
-from .._system import AbstractSystem
-from ._base import RESULTS, AbstractStateIsY, StepInfo, finite_result
+from .._system import AbstractSystem, AnySystem
+from ._base import AbstractStateIsY, first_failure
+from ._implicit import AbstractImplicitMethod, implicit_solve
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
 
@@ -77,70 +79,28 @@ def _stage_residual(Z: Float[Array, "s n"], args) -> Float[Array, "s n"]:
     return Z - dt * _combine(A, _stage_fields(system.vector_field, y, Z))
 
 
-def _iterate(residual, Z0, update, max_iters: int, tol_abs, unroll: bool = True):
-    """Run exactly ``max_iters`` updates ``Z <- Z - update(R(Z), Z)``.
-
-    Returns ``(Z, iterations)`` where ``iterations`` counts the updates made before the
-    residual first met ``tol_abs`` (``max_iters + 1`` if it never did before the last one).
-    """
-
-    def body(carry, k):
-        Z, first = carry
-        r = residual(Z)
-        ok = jnp.max(jnp.abs(r)) <= tol_abs
-        first = jnp.where(ok & (first > max_iters), k, first)
-        return (Z - update(r, Z), first), None
-
-    init = (Z0, jnp.asarray(max_iters + 1, jnp.int32))
-    (Z, first), _ = jax.lax.scan(body, init, jnp.arange(max_iters, dtype=jnp.int32), unroll=unroll)
-    return Z, first
-
-
 _SMALL = 32  # up to this size: unrolled Jacobian columns and Gauss–Jordan inverse
 
 
-def _inverse_small(M: Float[Array, "m m"]) -> Float[Array, "m m"]:
-    """Inverse by Gauss–Jordan elimination without pivoting, unrolled with static indices.
-
-    The Newton matrix ``I − dt A ⊗ f'(y)`` tends to the identity as ``dt → 0``, so its
-    pivots stay near 1 for the step sizes at which the iteration converges; a breakdown
-    gives non-finite iterates, which the step reports as ``implicit_solve_failed``. For
-    these tiny sizes this fuses into a few vector ops, where LAPACK calls are dominated by
-    call overhead on CPU and GPU alike.
-    """
-    m = M.shape[0]
-    aug = jnp.concatenate([M, jnp.eye(m, dtype=M.dtype)], axis=1)
-    for k in range(m):
-        row = aug[k] / aug[k, k]
-        aug = aug - aug[:, k : k + 1] * row[None, :]
-        aug = aug.at[k].set(row)
-    return aug[:, m:]
-
-
-def _tangent_solve(g, r):
-    """Solve the linearised stage equations ``g(x) = r`` by a dense solve (small s·n)."""
-    J = jax.jacfwd(g)(jnp.zeros_like(r))
-    m = r.size
-    return jnp.linalg.solve(J.reshape(m, m), r.reshape(m)).reshape(r.shape)
-
-
-class GaussLegendre(AbstractStateIsY):
+@final
+class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
 
-    The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` inside
-    ``jax.lax.custom_root``, so ``jax.grad`` differentiates the exact root by the implicit
-    function theorem instead of through the iterations. The solver runs a fixed number
-    ``max_iters`` of iterations (GPU- and ``vmap``-friendly, no ``while_loop``):
+    The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` with the implicit kernel
+    (``jax.lax.custom_root``: ``jax.grad`` differentiates the exact root by the implicit
+    function theorem instead of through the iterations), by a fixed number ``max_iters`` of
+    iterations (GPU- and ``vmap``-friendly, no ``while_loop``):
 
     * ``solver="newton"``: simplified Newton with the Jacobian frozen at the step's start,
       ``(I − dt A ⊗ f'(y)) ΔZ = −R(Z)``, one LU factorisation per step;
     * ``solver="fixed_point"``: ``Z <- dt (A ⊗ I) F(y + Z)``, cheaper per iteration but
       contracting only when ``dt ‖f'‖ ‖A‖ < 1``.
 
-    A step whose final residual exceeds ``tol · max(‖y‖∞, dt‖f(y)‖∞)`` reports
-    ``RESULTS.implicit_solve_failed``. ``tol=None`` means 256 machine epsilons of the
-    state's dtype. ``implicit_diff=False`` differentiates through the unrolled iterations
-    instead (for testing the implicit gradient).
+    A step whose updates of ``Z`` fail the mixed test ``|ΔZ| ≤ tol (1 + max(|Z|, |y|))``
+    (with the contraction-rate estimate of the implicit kernel) reports
+    ``RESULTS.implicit_solve_failed``; ``tol=None`` means 256 machine epsilons of
+    the state's dtype (see :mod:`lpjax._integrator._implicit`). ``implicit_diff=False``
+    differentiates through the unrolled iterations instead (for testing the implicit gradient).
 
     Preserves: all quadratic invariants (quadratic Casimirs such as |M|², |Γ|², M·Γ) to
     solver tolerance; symplectic for canonical systems, so energy errors stay bounded.
@@ -167,16 +127,14 @@ class GaussLegendre(AbstractStateIsY):
             raise ValueError(f"solver must be 'newton' or 'fixed_point', got {solver!r}")
         if max_iters is None:
             max_iters = 6 if solver == "newton" else 30
-        if not isinstance(max_iters, (int, np.integer)) or max_iters < 1:
-            raise ValueError(f"max_iters must be a positive integer, got {max_iters!r}")
-        if tol is not None and not (np.isfinite(tol) and tol > 0):
-            raise ValueError(f"tol must be a positive finite float or None, got {tol!r}")
         self.stages = int(stages)
         self.solver = solver
-        self.max_iters = int(max_iters)
+        self.max_iters = max_iters
         self.tol = tol
         self.implicit_diff = bool(implicit_diff)
         self._tableau = _Frozen(np.vstack([A, b[None], c[None]]))
+
+    family: ClassVar[AnySystem] = AnySystem()
 
     @property
     def order(self) -> int:
@@ -195,11 +153,6 @@ class GaussLegendre(AbstractStateIsY):
         s, n = self.stages, y.shape[0]
         f = system.vector_field
         f0 = f(y)
-        tol = self.tol if self.tol is not None else 256 * float(jnp.finfo(dtype).eps)
-        tol_abs = tol * jnp.maximum(jnp.max(jnp.abs(y)), dt * jnp.max(jnp.abs(f0)))
-        args = (system, y, dt, A)
-        residual = lambda Z: _stage_residual(Z, args)  # noqa: E731
-
         if self.solver == "newton":
             if n <= _SMALL:  # f'(y) column by column, unrolled: jacfwd lowers to tiny dots
                 eye = jnp.eye(n, dtype=dtype)
@@ -208,7 +161,7 @@ class GaussLegendre(AbstractStateIsY):
                 J = jax.jacfwd(f)(y)
             M = jnp.eye(s * n, dtype=dtype) - dt * jnp.kron(jnp.asarray(A, dtype), J)
             if s * n <= _SMALL:
-                Minv = _inverse_small(M)
+                Minv = sm.gauss_jordan(M, jnp.eye(s * n, dtype=dtype))
                 update = lambda r, _: jnp.sum(Minv * r.reshape(1, -1), axis=1).reshape(s, n)  # noqa: E731
             else:
                 lu = jsl.lu_factor(M)
@@ -216,20 +169,10 @@ class GaussLegendre(AbstractStateIsY):
         else:
             update = lambda r, _: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
 
-        def solve(res, Z0):
-            Z, iters = _iterate(res, Z0, update, self.max_iters, tol_abs)
-            # custom_root's JVP rule mishandles integer aux outputs: carry the count as float
-            return Z, iters.astype(Z.dtype)
-
         Z0 = dt * jnp.asarray(c, dtype)[:, None] * f0[None, :]
-        if self.implicit_diff:
-            Z, iters = jax.lax.custom_root(residual, Z0, solve, _tangent_solve, has_aux=True)
-        else:
-            Z, iters = solve(residual, Z0)
-        iters = jax.lax.stop_gradient(iters).astype(jnp.int32)
-
-        F = _stage_fields(f, y, Z)
-        final = jax.lax.stop_gradient(jnp.max(jnp.abs(Z - dt * _combine(A, F))))
-        y1 = y + dt * _combine(b, F)[0]
-        result = RESULTS.where(final <= tol_abs, finite_result(y1), RESULTS.implicit_solve_failed)
-        return y1, result, StepInfo(final, jnp.minimum(iters, self.max_iters))
+        Z, result, info = implicit_solve(
+            _stage_residual, Z0, (system, y, dt, A), update,
+            max_iters=self.max_iters, tol=self.tol, implicit_diff=self.implicit_diff, scale=jnp.abs(y)[None, :],
+        )
+        y1 = y + dt * _combine(b, _stage_fields(f, y, Z))[0]
+        return y1, first_failure(result, y1), info

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, final
 
 from jaxtyping import Array, Float, Scalar
 
-from .._system import AbstractSystem
+from .._system import AbstractSystem, AnySystem
 from ._base import AbstractStateIsY, StepInfo, finite_result
 
 __all__ = ["RK4"]
 
 
+@final
 class RK4(AbstractStateIsY):
     """Classical RK4. Order 4; preserves linear invariants only (Casimirs and energy drift)."""
 
     order: ClassVar[int] = 4
+    family: ClassVar[AnySystem] = AnySystem()
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
         f = system.vector_field

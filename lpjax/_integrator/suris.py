@@ -1,36 +1,28 @@
-"""Suris' explicit integrable maps for the multi-dimensional Lagrange top (seed 000, sec. 6)."""
+"""Suris' explicit integrable maps for the Lagrange top and the Clebsch flow (seed 000, secs 6, 7)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, final
 
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
-from .._algebra import so
-from .._system import AbstractSystem, LiePoissonSystem
+from .._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
 from ._base import AbstractGroupMap, StepInfo, finite_result
 
 __all__ = ["SurisLagrangeTop", "SurisClebsch"]
 
 
-def _wedge(a, b):
-    return jnp.outer(a, b) - jnp.outer(b, a)
+def _split(system: AbstractLiePoissonSystem, y: Float[Array, " d"]):
+    """``(so(n) algebra, hat(M) as lists, P as a list)`` for a state on e(n)*."""
+    g = system.algebra.rotation_structure[0]
+    d = g.dim
+    return g, sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
 
 
-def _frame(system: AbstractSystem):
-    from ..systems._lagrange_top import LagrangeTopMovingHamiltonian, LagrangeTopRestHamiltonian
-
-    h = getattr(system, "hamiltonian", None)
-    if isinstance(system, LiePoissonSystem) and isinstance(h, LagrangeTopRestHamiltonian):
-        return "rest"
-    if isinstance(system, LiePoissonSystem) and isinstance(h, LagrangeTopMovingHamiltonian):
-        return "moving"
-    return None
-
-
+@final
 class SurisLagrangeTop(AbstractGroupMap):
     r"""Suris' explicit Poisson maps for the Lagrange top (seed 000, Theorems 6 and 8). Order 1.
 
@@ -39,14 +31,12 @@ class SurisLagrangeTop(AbstractGroupMap):
     ``H_ε = ½<m, m> + <a, p> − (ε/2)<m, p ∧ a>``.
 
     Moving frame (6.19)–(6.20): ``M_{k+1} = W⁻¹ M_k W + ε A ∧ P_{k+1}``, ``P_{k+1} = W⁻¹ P_k``,
-    with ``W`` from inverting the Legendre map (6.20) explicitly (seed errata): ``WA =
-    cay(ε M/2) A`` (6.22), then ``Y = (W − I)(W + I)⁻¹ = (ε/2α)[M + (2(1 − α)/ε) A ∧ (WA) /
-    (1 + <A, WA>)]`` and ``W = cay(Y)``. Integral (6.21):
-    ``H̄_ε = ½<M, M> + <P, A> + (ε/2)<M, P ∧ A>``.
+    with ``W`` from inverting the Legendre map (6.20) explicitly (``docs/errata.md``,
+    "Inverting (6.20)"). Integral (6.21): ``H̄_ε = ½<M, M> + <P, A> + (ε/2)<M, P ∧ A>``.
 
     ε is the time step dt. Both maps are Poisson for the Lie–Poisson bracket of e(n) and
-    keep ``|a|²`` (``|P|²``) and the integrals above to roundoff. Only
-    :func:`lpjax.systems.lagrange_top` systems can be stepped.
+    keep ``|a|²`` (``|P|²``) and the integrals above to roundoff. Steps any system of
+    :class:`LagrangeTopFamily` (an :class:`lpjax.AbstractLagrangeTop` Hamiltonian on e(n)*).
 
     ``reconstruct=True`` carries the attitude: ``g_{k+1} = g_k W_k`` (moving frame) or
     ``g_{k+1} = w_k g_k`` (rest frame) with ``w_k`` from inverting (6.11) like (6.20), with
@@ -55,49 +45,38 @@ class SurisLagrangeTop(AbstractGroupMap):
     """
 
     order: ClassVar[int] = 1
+    family: ClassVar[LagrangeTopFamily] = LagrangeTopFamily()
     reconstruct: bool = eqx.field(static=True, default=False)
 
-    def check_system(self, system: AbstractSystem) -> None:
-        if _frame(system) is None:
-            raise TypeError(
-                "SurisLagrangeTop steps only lpjax.systems.lagrange_top(...) systems, got "
-                f"{getattr(system, 'name', type(system).__name__)}"
-            )
-
-
-    def integral(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar) -> Scalar:
+    def integral(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar) -> Scalar:
         """The map's conserved modified energy: (6.6) in the rest frame, (6.21) in the moving one."""
         self.check_system(system)
-        n = _n(system)
-        d = n * (n - 1) // 2
-        m, a = y[:d], y[d:]
-        if _frame(system) == "rest":
-            p = system.hamiltonian.p
-            return 0.5 * jnp.dot(m, m) + jnp.dot(a, p) - 0.5 * dt * jnp.dot(m, so(n).vee(_wedge(p, a), check=False))
-        A = jnp.zeros_like(a).at[-1].set(1.0)
-        return 0.5 * jnp.dot(m, m) + a[-1] + 0.5 * dt * jnp.dot(m, so(n).vee(_wedge(a, A), check=False))
+        h = system.hamiltonian
+        g = system.algebra.rotation_structure[0]
+        m, a = y[: g.dim], y[g.dim :]
+        p = jnp.asarray(h.gravity, y.dtype)
+        if h.frame == "rest":
+            return 0.5 * jnp.dot(m, m) + jnp.dot(a, p) - 0.5 * dt * jnp.dot(m, g.vee(sm.wedge_matrix(p, a), check=False))
+        return 0.5 * jnp.dot(m, m) + jnp.dot(a, p) + 0.5 * dt * jnp.dot(m, g.vee(sm.wedge_matrix(a, p), check=False))
 
-    def lax_matrix(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
+    def lax_matrix(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
         """Lax matrix of Theorem 7 (rest) or 9 (moving), corrected forms: see
         :func:`lpjax.diagnostics.suris_lagrange_lax`."""
         from .._lax import suris_lagrange_lax
 
         return suris_lagrange_lax(system, y, dt, lam)
 
-    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
-        n = _n(system)
-        d = n * (n - 1) // 2
-        g = so(n)
-        m, a = sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
-        alpha = system.hamiltonian.alpha
-        if _frame(system) == "rest":
-            m1 = sm.lin(1.0, m, dt, sm.wedge(a, sm.unstack(system.hamiltonian.p)))
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        h = system.hamiltonian
+        g, m, a = _split(system, y)
+        if h.frame == "rest":
+            m1 = sm.lin(1.0, m, dt, sm.wedge(a, sm.unstack(h.gravity)))
             a1 = sm.mv(sm.cayley(sm.lin(0.5 * dt, m1)), a)
             norm = jnp.sqrt(sm.dot(a, a))
-            W = _invert_legendre(m1, [ai / norm for ai in a], alpha, dt)  # w_k of (6.11)
+            W = _invert_legendre(m1, [ai / norm for ai in a], h.alpha, dt)  # w_k of (6.11)
         else:
-            A = [0.0] * (n - 1) + [1.0]
-            W = _invert_legendre(m, A, alpha, dt)
+            A = [0.0] * (h.n - 1) + [1.0]
+            W = _invert_legendre(m, A, h.alpha, dt)
             WT = sm.transpose(W)
             a1 = sm.mv(WT, a)
             m1 = sm.lin(1.0, sm.mm(sm.mm(WT, m), W), dt, sm.wedge(A, a1))
@@ -109,54 +88,37 @@ def _invert_legendre(m, A, alpha, dt):
     """``W`` with ``m = (2α/ε)(W − I)(W + I)⁻¹ − (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)``, |A| = 1.
 
     (6.20) (and (6.11) with ``A = a_k``, ``m = m_{k+1}``): ``WA = cay(εm/2) A`` (6.22), then
-    ``W = cay(Y)`` with ``Y = (ε/2α)[m + (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)]`` (seed errata).
-    Matrices and vectors are :mod:`lpjax._small` lists.
+    ``W = cay(Y)`` with ``Y = (ε/2α)[m + (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)]``
+    (``docs/errata.md``, "Inverting (6.20)"). Matrices and vectors are :mod:`lpjax._small` lists.
     """
     WA = sm.mv(sm.cayley(sm.lin(0.5 * dt, m)), A)
     c = (1 - alpha) / alpha / (1 + sm.dot(A, WA))
     return sm.cayley(sm.lin(0.5 * dt / alpha, m, c, sm.wedge(A, WA)))
 
 
-def _n(system: LiePoissonSystem) -> int:
-    h = system.hamiltonian
-    return h.p.shape[0] if _frame(system) == "rest" else h.n
-
-
+@final
 class SurisClebsch(AbstractGroupMap):
     r"""Suris' explicit Poisson map for the Clebsch flow ``c_jk = 1`` (seed 000, Theorem 10). Order 1.
 
     (7.17): ``M_{k+1} = M_k + ε P_k ∧ (BP_k) / (1 + (ε²/4)<P_k, BP_k>)``,
     ``P_{k+1} = (I + ε M_{k+1}/2)⁻¹ (I − ε M_{k+1}/2) P_k``, with ε = dt; Poisson for the bracket
-    (4.8)–(4.9), keeps ``|P|²`` to roundoff. Only ``clebsch_case(B)`` (``C=None``) is accepted.
+    (4.8)–(4.9), keeps ``|P|²`` to roundoff. Steps any system of :class:`ClebschFlowFamily`
+    (an :class:`lpjax.AbstractClebschFlow` Hamiltonian on e(n)*).
     """
 
     order: ClassVar[int] = 1
+    family: ClassVar[ClebschFlowFamily] = ClebschFlowFamily()
     reconstruct: bool = eqx.field(static=True, default=False)
 
-    def check_system(self, system: AbstractSystem) -> None:
-        from ..systems._clebsch_case import ClebschHamiltonian
-
-        h = getattr(system, "hamiltonian", None)
-        if not (isinstance(system, LiePoissonSystem) and isinstance(h, ClebschHamiltonian) and h.c is None):
-            raise TypeError(
-                "SurisClebsch steps only lpjax.systems.clebsch_case(B) (the flow c_jk = 1), got "
-                f"{getattr(system, 'name', type(system).__name__)}"
-            )
-
-
-    def lax_matrix(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
+    def lax_matrix(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar, lam: Scalar):
         """Lax matrix of Theorem 10, corrected form: see :func:`lpjax.diagnostics.suris_clebsch_lax`."""
         from .._lax import suris_clebsch_lax
 
         return suris_clebsch_lax(system, y, dt, lam)
 
-    def group_step(self, system: LiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
-        B = system.hamiltonian.B
-        n = B.shape[0]
-        d = n * (n - 1) // 2
-        g = so(n)
-        m, P = sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
-        BP = [b * p for b, p in zip(sm.unstack(B), P)]
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        g, m, P = _split(system, y)
+        BP = [b * p for b, p in zip(sm.unstack(system.hamiltonian.B), P)]
         m1 = sm.lin(1.0, m, dt / (1 + 0.25 * dt**2 * sm.dot(P, BP)), sm.wedge(P, BP))
         W = sm.cayley(sm.lin(0.5 * dt, m1))
         y1 = sm.stack(sm.vee(m1, g.vee_matrix) + sm.mv(sm.transpose(W), P))

@@ -1,5 +1,18 @@
 from ._base import (
+    AbstractLiePoissonSystem as AbstractLiePoissonSystem,
     AbstractSystem as AbstractSystem,
     CanonicalSystem as CanonicalSystem,
     LiePoissonSystem as LiePoissonSystem,
+)
+from ._families import (
+    AbstractClebschFlow as AbstractClebschFlow,
+    AbstractFamily as AbstractFamily,
+    AbstractFreeRigidBody as AbstractFreeRigidBody,
+    AbstractLagrangeTop as AbstractLagrangeTop,
+    AnySystem as AnySystem,
+    ClebschFlowFamily as ClebschFlowFamily,
+    FreeRigidBodyFamily as FreeRigidBodyFamily,
+    LagrangeTopFamily as LagrangeTopFamily,
+    LiePoissonFamily as LiePoissonFamily,
+    RotationFamily as RotationFamily,
 )

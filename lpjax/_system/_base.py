@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Callable, Optional
+from typing import Callable, Optional, final
 
 import equinox as eqx
 import jax
@@ -13,8 +13,9 @@ from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
 from .._algebra import LieAlgebra
+from .._checks import float_vector
 
-__all__ = ["AbstractSystem", "LiePoissonSystem", "CanonicalSystem"]
+__all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem"]
 
 _ENTRYWISE_TERMS = 2048  # above this many nonzero structure constants, one einsum
 
@@ -39,23 +40,54 @@ class AbstractSystem(eqx.Module):
         """Known Casimir functions, as a vector (empty when none are known)."""
 
 
-def _check_float_vector(y: Array, size: Optional[int], who: str) -> None:
-    shape = jnp.shape(y)
-    dtype = jnp.result_type(y)
-    if len(shape) != 1 or (size is not None and shape[0] != size):
-        want = f"({size},)" if size is not None else "(n,)"
-        raise ValueError(f"{who}: state must have shape {want}, got {shape}")
-    if not jnp.issubdtype(dtype, jnp.floating):
-        raise ValueError(f"{who}: state must have a floating dtype (float32/float64), got {dtype}")
-
-
-class LiePoissonSystem(AbstractSystem):
+class AbstractLiePoissonSystem(AbstractSystem):
     r"""Lie–Poisson system ``mu_dot = ∓ ad*_{∇h(mu)} mu`` on 𝔤* (seed 002, eqs (2), (9)).
 
     In coordinates ``mu_dot_i = ± c_ij^k mu_k ∂h/∂mu_j``, i.e. ``mu_dot = Π±(mu) ∇h(mu)``
-    with the (±) Lie–Poisson tensor of :meth:`LieAlgebra.poisson_tensor`. The gradient comes
-    from autodiff, so ``hamiltonian`` may be any differentiable function of ``mu``, including
-    an ``eqx.Module`` whose array fields are differentiable parameters.
+    with the (±) Lie–Poisson tensor of :meth:`LieAlgebra.poisson_tensor`; the gradient comes
+    from autodiff. Concrete systems give ``algebra``, ``hamiltonian``, ``sign``,
+    ``casimir_fn``, ``name`` and their own :meth:`check_state`.
+    """
+
+    algebra: eqx.AbstractVar[LieAlgebra]
+    hamiltonian: eqx.AbstractVar[Callable[[Array], Array]]
+    sign: eqx.AbstractVar[int]
+    casimir_fn: eqx.AbstractVar[Optional[Callable[[Array], Array]]]
+    name: eqx.AbstractVar[str]
+
+    def check_shape(self, y: Array) -> None:
+        """Raise ``ValueError`` unless ``y`` is a floating vector of length ``dim 𝔤``."""
+        float_vector(y, self.algebra.dim, f"{self.name} on {self.algebra.name}*")
+
+    @property
+    def dim(self) -> int:
+        return self.algebra.dim
+
+    def vector_field(self, mu: Float[Array, " n"]) -> Float[Array, " n"]:
+        dh = jax.grad(self.energy)(mu)
+        c = self.algebra.structure_constants
+        if np.count_nonzero(c) > _ENTRYWISE_TERMS:
+            return self.sign * jnp.einsum("ijk,k,j->i", jnp.asarray(c, mu.dtype), mu, dh)
+        # entry by entry over the nonzero c_ijk: fused elementwise code under vmap
+        return self.sign * sm.stack(sm.bilinear(c, sm.unstack(dh), sm.unstack(mu)))
+
+    def energy(self, mu: Float[Array, " n"]) -> Scalar:
+        return jnp.asarray(self.hamiltonian(mu))
+
+    def casimirs(self, mu: Float[Array, " n"]) -> Float[Array, " r"]:
+        if self.casimir_fn is not None:
+            return jnp.atleast_1d(jnp.asarray(self.casimir_fn(mu)))
+        S = jnp.asarray(self.algebra.quadratic_casimirs(), dtype=mu.dtype)
+        return 0.5 * jnp.einsum("i,rij,j->r", mu, S, mu)
+
+
+@final
+class LiePoissonSystem(AbstractLiePoissonSystem):
+    r"""A Lie–Poisson system ``mu_dot = ∓ ad*_{∇h(mu)} mu`` on 𝔤* (seed 002, eqs (2), (9)).
+
+    The Hamiltonian may be any differentiable function of ``mu``, including an ``eqx.Module``
+    whose array fields are differentiable parameters (a member of a structural family such as
+    :class:`lpjax.AbstractFreeRigidBody` makes the matching methods available).
 
     Arguments:
         algebra: the Lie algebra 𝔤.
@@ -86,31 +118,11 @@ class LiePoissonSystem(AbstractSystem):
         self.casimir_fn = casimirs
         self.name = name
 
-    @property
-    def dim(self) -> int:
-        return self.algebra.dim
-
     def check_state(self, y: Array) -> None:
-        _check_float_vector(y, self.algebra.dim, f"{self.name} on {self.algebra.name}*")
-
-    def vector_field(self, mu: Float[Array, " n"]) -> Float[Array, " n"]:
-        dh = jax.grad(self.energy)(mu)
-        c = self.algebra.structure_constants
-        if np.count_nonzero(c) > _ENTRYWISE_TERMS:
-            return self.sign * jnp.einsum("ijk,k,j->i", jnp.asarray(c, mu.dtype), mu, dh)
-        # entry by entry over the nonzero c_ijk: fused elementwise code under vmap
-        return self.sign * sm.stack(sm.bilinear(c, sm.unstack(dh), sm.unstack(mu)))
-
-    def energy(self, mu: Float[Array, " n"]) -> Scalar:
-        return jnp.asarray(self.hamiltonian(mu))
-
-    def casimirs(self, mu: Float[Array, " n"]) -> Float[Array, " r"]:
-        if self.casimir_fn is not None:
-            return jnp.atleast_1d(jnp.asarray(self.casimir_fn(mu)))
-        S = jnp.asarray(self.algebra.quadratic_casimirs(), dtype=mu.dtype)
-        return 0.5 * jnp.einsum("i,rij,j->r", mu, S, mu)
+        self.check_shape(y)
 
 
+@final
 class CanonicalSystem(AbstractSystem):
     """Canonical Hamiltonian system on T*Rⁿ, state ``y = (q, p)`` of length 2n.
 
@@ -124,7 +136,7 @@ class CanonicalSystem(AbstractSystem):
 
     def check_state(self, y: Array) -> None:
         size = None if self.n is None else 2 * self.n
-        _check_float_vector(y, size, self.name)
+        float_vector(y, size, self.name)
         if jnp.shape(y)[0] % 2:
             raise ValueError(f"{self.name}: state (q, p) must have even length, got {jnp.shape(y)[0]}")
 

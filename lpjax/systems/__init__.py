@@ -29,7 +29,11 @@ from ._lagrange_top import (
     LagrangeTopRestHamiltonian as LagrangeTopRestHamiltonian,
     lagrange_top as lagrange_top,
 )
-from ._clebsch_case import ClebschHamiltonian as ClebschHamiltonian, clebsch_case as clebsch_case
+from ._clebsch_case import (
+    ClebschFlowHamiltonian as ClebschFlowHamiltonian,
+    ClebschHamiltonian as ClebschHamiltonian,
+    clebsch_case as clebsch_case,
+)
 from ._neumann import (
     NeumannSystem as NeumannSystem,
     neumann as neumann,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, final
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -10,28 +10,42 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import euclidean
-from .._system import LiePoissonSystem
+from .._system import AbstractClebschFlow, LiePoissonSystem
 from ._common import finite_array
 from ._heavy_top import _PNorm
 
-__all__ = ["clebsch_case", "ClebschHamiltonian"]
+__all__ = ["clebsch_case", "ClebschHamiltonian", "ClebschFlowHamiltonian"]
 
 
+def _split(B: Array, y: Array) -> tuple[Array, Array]:
+    d = B.shape[0] * (B.shape[0] - 1) // 2
+    return y[:d], y[d:]
+
+
+@final
 class ClebschHamiltonian(eqx.Module):
     """``H(M, P) = ½ Σ_{j<k} c_jk M_jk² − ½ Σ_k b_k P_k²`` (seed 000, eq. (7.1)).
 
-    ``c`` holds the upper-triangle ``c_jk`` (``None``: all ones, the flow (7.12)/(7.13)).
+    ``c`` holds the upper-triangle ``c_jk``; with all ``c_jk = 1`` use :class:`ClebschFlowHamiltonian`.
     """
 
     B: Float[Array, " n"]
-    c: Optional[Float[Array, " d"]]
+    c: Float[Array, " d"]
 
     def __call__(self, y: Array) -> Scalar:
-        n = self.B.shape[0]
-        d = n * (n - 1) // 2
-        M, P = y[:d], y[d:]
-        kinetic = jnp.dot(M, M) if self.c is None else jnp.dot(self.c * M, M)
-        return 0.5 * kinetic - 0.5 * jnp.dot(self.B * P, P)
+        M, P = _split(self.B, y)
+        return 0.5 * jnp.dot(self.c * M, M) - 0.5 * jnp.dot(self.B * P, P)
+
+
+@final
+class ClebschFlowHamiltonian(AbstractClebschFlow):
+    """``H(M, P) = ½<M, M> − ½<P, BP>``: the flow ``c_jk = 1`` (seed 000, eqs (7.12)–(7.13))."""
+
+    B: Float[Array, " n"]
+
+    def __call__(self, y: Array) -> Scalar:
+        M, P = _split(self.B, y)
+        return 0.5 * jnp.dot(M, M) - 0.5 * jnp.dot(self.B * P, P)
 
 
 def clebsch_case(B: ArrayLike, C: Optional[ArrayLike] = None) -> LiePoissonSystem:
@@ -51,10 +65,10 @@ def clebsch_case(B: ArrayLike, C: Optional[ArrayLike] = None) -> LiePoissonSyste
         raise ValueError(f"B must have shape (n,) with n >= 2, got {B.shape}")
     B = finite_array(B, B.shape, "B")
     n = B.shape[0]
-    c = None
+    h = ClebschFlowHamiltonian(B)
     if C is not None:
         C = finite_array(C, (n, n), "C")
         if not np.allclose(np.asarray(C), np.asarray(C).T):
             raise ValueError("C must be symmetric")
-        c = C[np.triu_indices(n, 1)]
-    return LiePoissonSystem(euclidean(n), ClebschHamiltonian(B, c), -1, casimirs=_PNorm(n), name="clebsch_case")
+        h = ClebschHamiltonian(B, C[np.triu_indices(n, 1)])
+    return LiePoissonSystem(euclidean(n), h, -1, casimirs=_PNorm(n), name="clebsch_case")

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional, final
 
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import euclidean, so
-from .._system import LiePoissonSystem
+from .. import _small as sm
+from .._system import AbstractLagrangeTop, LiePoissonSystem
 from ._common import finite_array, positive_vector
 from ._heavy_top import _PNorm
 
-__all__ = ["lagrange_top", "LagrangeTopRestHamiltonian", "LagrangeTopMovingHamiltonian", "wedge"]
+__all__ = ["lagrange_top", "LagrangeTopRestHamiltonian", "LagrangeTopMovingHamiltonian"]
 
 
-def wedge(a: Float[Array, " n"], b: Float[Array, " n"]) -> Float[Array, "n n"]:
-    """``a ∧ b = a bᵀ − b aᵀ`` (seed 000, sec. 4)."""
-    return jnp.outer(a, b) - jnp.outer(b, a)
-
-
-class LagrangeTopRestHamiltonian(eqx.Module):
+@final
+class LagrangeTopRestHamiltonian(AbstractLagrangeTop):
     """``H(m, a) = ½<m, m> + <a, p>`` (seed 000, eq. (5.15)); ``p`` is the rest-frame gravity.
 
     ``alpha`` does not enter H; it is kept for reconstructing the attitude, whose angular
@@ -30,6 +27,15 @@ class LagrangeTopRestHamiltonian(eqx.Module):
 
     p: Float[Array, " n"]
     alpha: Scalar
+    frame: ClassVar[str] = "rest"
+
+    @property
+    def n(self) -> int:
+        return self.p.shape[0]
+
+    @property
+    def gravity(self) -> Float[Array, " n"]:
+        return self.p
 
     def __call__(self, y: Array) -> Scalar:
         n = self.p.shape[0]
@@ -38,16 +44,26 @@ class LagrangeTopRestHamiltonian(eqx.Module):
         return 0.5 * jnp.dot(m, m) + jnp.dot(a, self.p)
 
 
-class LagrangeTopMovingHamiltonian(eqx.Module):
+@final
+class LagrangeTopMovingHamiltonian(AbstractLagrangeTop):
     """``H(M, P) = ½<M, Ω> + <P, A>`` with ``A = e_n`` and Ω from (5.7) (seed 000, eqs (4.7), (5.1))."""
 
     alpha: Scalar
-    n: int = eqx.field(static=True)
+    dim: int = eqx.field(static=True)
+    frame: ClassVar[str] = "moving"
+
+    @property
+    def n(self) -> int:
+        return self.dim
+
+    @property
+    def gravity(self) -> Float[Array, " n"]:
+        return jnp.zeros(self.n, jnp.result_type(self.alpha)).at[-1].set(1.0)
 
     def omega(self, M: Float[Array, "n n"]) -> Float[Array, "n n"]:
         """``Ω = M/α + (1 − α)/α · A ∧ (MA)`` (5.7), as a matrix."""
         A = jnp.zeros(self.n, M.dtype).at[-1].set(1.0)
-        return M / self.alpha + (1 - self.alpha) / self.alpha * wedge(A, M @ A)
+        return M / self.alpha + (1 - self.alpha) / self.alpha * sm.wedge_matrix(A, M @ A)
 
     def __call__(self, y: Array) -> Scalar:
         g = so(self.n)
@@ -82,12 +98,12 @@ def lagrange_top(
     alpha = positive_vector(jnp.atleast_1d(jnp.asarray(alpha, dtype=float)), 1, "alpha")[0]
     if frame == "rest":
         p = jnp.zeros(n).at[-1].set(1.0) if p is None else finite_array(p, (n,), "p")
-        h = LagrangeTopRestHamiltonian(p, alpha)
+        h = LagrangeTopRestHamiltonian(p=p, alpha=alpha)
         sign = 1
     elif frame == "moving":
         if p is not None:
             raise ValueError("p is the rest-frame gravity; in the moving frame gravity is the state P")
-        h = LagrangeTopMovingHamiltonian(alpha, n)
+        h = LagrangeTopMovingHamiltonian(alpha=alpha, dim=n)
         sign = -1
     else:
         raise ValueError(f"frame must be 'rest' or 'moving', got {frame!r}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, final
 
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
+from .. import _small as sm
 from .._algebra import se3_x_r3
 from .._system import LiePoissonSystem
 from ._common import finite_array, positive_vector
@@ -15,11 +16,7 @@ from ._common import finite_array, positive_vector
 __all__ = ["movable_base_top", "MovableBaseHamiltonian", "movable_base_mu"]
 
 
-def _hat(x: Float[Array, " 3"]) -> Float[Array, "3 3"]:
-    z = jnp.zeros((), x.dtype)
-    return jnp.array([[z, -x[2], x[1]], [x[2], z, -x[0]], [-x[1], x[0], z]])
-
-
+@final
 class MovableBaseHamiltonian(eqx.Module):
     """``h_c(Π, P, Γ) = ½ (Π, P)ᵀ K(ρ)⁻¹ (Π, P) + mgl χ·Γ`` (seed 002, eq. (28), errata form).
 
@@ -41,7 +38,7 @@ class MovableBaseHamiltonian(eqx.Module):
 
     def locked_inertia(self) -> Float[Array, "6 6"]:
         """``K(ρ)``."""
-        C = self.m * self.l * _hat(self.chi)
+        C = self.m * self.l * sm.hat3(self.chi)
         top = jnp.concatenate([jnp.diag(self.inertia), C], axis=1)
         bottom = jnp.concatenate([-C, self.rho * jnp.eye(3, dtype=C.dtype)], axis=1)
         return jnp.concatenate([top, bottom], axis=0)

@@ -10,7 +10,7 @@ closing remark of sec. 7). Suris' map (7.17) keeps this leaf and is there Adler'
 from __future__ import annotations
 
 import itertools
-from typing import ClassVar
+from typing import Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -18,9 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._algebra import euclidean, so
-from .._system import LiePoissonSystem
-from ._clebsch_case import ClebschHamiltonian
+from .._algebra import LieAlgebra, euclidean, so
+from .._system import AbstractLiePoissonSystem
+from ._clebsch_case import ClebschFlowHamiltonian
 from ._common import finite_array
 
 __all__ = ["NeumannSystem", "neumann", "neumann_state", "neumann_coordinates"]
@@ -97,13 +97,19 @@ class _NeumannCasimirs(eqx.Module):
         return jnp.stack([p2, p2 * jnp.dot(y[:d], y[:d]) - jnp.dot(MP, MP)])
 
 
-class NeumannSystem(LiePoissonSystem):
+@final
+class NeumannSystem(AbstractLiePoissonSystem):
     """The Clebsch flow (7.12) on e(n)* whose states must lie on the Neumann leaf.
 
-    A :class:`lpjax.LiePoissonSystem` (so every integrator, and :class:`lpjax.SurisClebsch`, steps
-    it); only :meth:`check_state` is stricter, see :func:`neumann`.
+    A Lie–Poisson system (so every integrator, and :class:`lpjax.SurisClebsch`, steps it)
+    whose :meth:`check_state` also checks the leaf; build it with :func:`neumann`.
     """
 
+    algebra: LieAlgebra
+    hamiltonian: ClebschFlowHamiltonian
+    sign: int = eqx.field(static=True, default=-1)
+    casimir_fn: Optional[Callable[[Array], Array]] = None
+    name: str = eqx.field(static=True, default="neumann")
     leaf_rtol: ClassVar[float] = 1e-8
 
     @property
@@ -128,7 +134,7 @@ class NeumannSystem(LiePoissonSystem):
         leaf_rtol`` (1e-8). With traced ``y`` (under ``jit``) only the shape and dtype can
         be checked; check concrete initial data before tracing.
         """
-        super().check_state(y)
+        self.check_shape(y)
         if isinstance(y, jax.core.Tracer):
             return
         who = f"{self.name} on {self.algebra.name}*"
@@ -141,7 +147,7 @@ def neumann(B: ArrayLike) -> NeumannSystem:
     State ``y = (M, P)``, ``M`` by its upper-triangle entries (row-major, as ``so(n).vee``).
     Vector field: the Clebsch flow with ``c_jk = 1``, (7.12) ``Ṁ = P ∧ (BP)``, ``Ṗ = −MP``,
     Hamiltonian (7.13) ``H = ½<M, M> − ½<P, BP>``, the (−) Lie–Poisson bracket (4.8)–(4.9)
-    of e(n); the Hamiltonian is a :class:`ClebschHamiltonian` with ``c = None``, so
+    of e(n); the Hamiltonian is a :class:`ClebschFlowHamiltonian`, so
     :class:`lpjax.SurisClebsch` steps it with the map (7.17) (Adler's discretization on this
     leaf).
 
@@ -184,7 +190,7 @@ def neumann(B: ArrayLike) -> NeumannSystem:
         raise ValueError(f"B must have shape (n,) with n >= 2 (the diagonal of B), got {B.shape}")
     B = finite_array(B, B.shape, "B")
     n = B.shape[0]
-    return NeumannSystem(euclidean(n), ClebschHamiltonian(B, None), -1, casimirs=_NeumannCasimirs(n), name="neumann")
+    return NeumannSystem(euclidean(n), ClebschFlowHamiltonian(B), casimir_fn=_NeumannCasimirs(n))
 
 
 def _float_vector(v: ArrayLike, name: str, xp=jnp) -> Array:

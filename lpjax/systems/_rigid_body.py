@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+from typing import final
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import so, so3
-from .._system import LiePoissonSystem
+from .._system import AbstractFreeRigidBody, LiePoissonSystem
 from ._common import positive_vector
 
 __all__ = ["rigid_body", "rigid_body_n", "RigidBodyHamiltonian", "RigidBodyNHamiltonian"]
 
 
-class RigidBodyHamiltonian(eqx.Module):
-    """``h(M) = ½ Σ_i M_i² / I_i`` with principal moments ``inertia`` (body frame)."""
+@final
+class RigidBodyHamiltonian(AbstractFreeRigidBody):
+    """``h(M) = ½ Σ_i M_i² / I_i`` with principal moments ``inertia`` (body frame).
+
+    A free rigid body on so(3)* with mass tensor ``J_i = (I_j + I_k − I_i)/2``.
+    """
 
     inertia: Float[Array, " 3"]
+
+    @property
+    def mass_tensor(self) -> Float[Array, " 3"]:
+        return 0.5 * jnp.sum(self.inertia) - self.inertia
 
     def __call__(self, M: Float[Array, " 3"]) -> Scalar:
         return 0.5 * jnp.sum(M * M / self.inertia)
@@ -46,10 +56,15 @@ def _pair_sums(n: int) -> tuple[np.ndarray, np.ndarray]:
     return iu[0], iu[1]
 
 
-class RigidBodyNHamiltonian(eqx.Module):
+@final
+class RigidBodyNHamiltonian(AbstractFreeRigidBody):
     """``H(M) = ½ Σ_{j<k} M_jk² / (J_j + J_k)`` (seed 000, eq. (4.7) without potential)."""
 
     J: Float[Array, " n"]
+
+    @property
+    def mass_tensor(self) -> Float[Array, " n"]:
+        return self.J
 
     def omega(self, M: Float[Array, " d"]) -> Float[Array, " d"]:
         """Angular velocity ``Ω_jk = M_jk / (J_j + J_k)``, inverting (4.6)."""

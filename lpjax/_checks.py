@@ -1,0 +1,104 @@
+"""Argument validators shared by every layer: one place for each kind of check.
+
+Concrete input is checked eagerly and raises ``ValueError`` naming the argument and what was
+expected; traced input (under ``jit``/``vmap``/``grad``) is checked with ``eqx.error_if``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+__all__ = [
+    "is_traced",
+    "positive_int",
+    "optional_tol",
+    "as_float",
+    "float_vector",
+    "positive_vector",
+    "finite_array",
+    "finite_scalar",
+]
+
+
+def is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def positive_int(v, name: str) -> int:
+    """``v`` as a Python ``int >= 1`` (``bool`` is rejected)."""
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{name} must be a positive integer (>= 1), got {v!r}")
+    return int(v)
+
+
+def optional_tol(tol, name: str = "tol") -> Optional[float]:
+    """``None`` or a finite float ``> 0``."""
+    if tol is None:
+        return None
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{name} must be a positive finite float or None, got {tol!r}")
+    if not (math.isfinite(float(tol)) and tol > 0):
+        raise ValueError(f"{name} must be a positive finite float or None, got {tol!r}")
+    return float(tol)
+
+
+def as_float(x: ArrayLike, what: str) -> Array:
+    """``jnp.asarray`` with integers promoted to the default float; rejects complex."""
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise ValueError(f"{what} expects a real floating-point array, got dtype {x.dtype}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def float_vector(y: Array, size: Optional[int], who: str) -> None:
+    """Raise unless ``y`` is a floating vector of shape ``(size,)`` (any length if ``None``)."""
+    shape = jnp.shape(y)
+    if len(shape) != 1 or (size is not None and shape[0] != size):
+        want = f"({size},)" if size is not None else "(n,)"
+        raise ValueError(f"{who}: state must have shape {want}, got {shape}")
+    dtype = jnp.result_type(y)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"{who}: state must have a floating dtype (float32/float64), got {dtype}")
+
+
+def _checked(x: Array, bad, message: str) -> Array:
+    if is_traced(bad):
+        return eqx.error_if(x, bad, message)
+    if bool(bad):
+        raise ValueError(f"{message}, got {x}")
+    return x
+
+
+def positive_vector(x: ArrayLike, size: Optional[int], name: str) -> Array:
+    """``x`` as a float array of shape ``(size,)`` with positive finite entries."""
+    x = as_float(x, name)
+    if x.ndim != 1 or (size is not None and x.shape[0] != size):
+        want = f"({size},)" if size is not None else "(n,)"
+        raise ValueError(f"{name} must have shape {want}, got {x.shape}")
+    return _checked(x, ~jnp.all(jnp.isfinite(x) & (x > 0)), f"{name} must be finite and > 0")
+
+
+def finite_array(x: ArrayLike, shape: tuple, name: str) -> Array:
+    """``x`` as a float array of the given shape with finite entries."""
+    x = as_float(x, name)
+    if x.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {x.shape}")
+    return _checked(x, ~jnp.all(jnp.isfinite(x)), f"{name} must be finite")
+
+
+def finite_scalar(x: ArrayLike, name: str) -> Array:
+    """A finite scalar (concrete values are checked; traced ones pass through)."""
+    if jnp.ndim(x) != 0:
+        raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(x)}")
+    if not is_traced(x) and not np.isfinite(np.asarray(x)):
+        raise ValueError(f"{name} must be finite, got {x}")
+    return jnp.asarray(x)

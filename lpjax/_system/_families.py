@@ -1,0 +1,222 @@
+"""Structural families: what a method needs of a system, stated without the model zoo.
+
+A method that only fits some systems names a family (``method.family``); the family checks a
+system by its structure — the kind of system, its bracket sign, the structure of its algebra
+(:meth:`lpjax.algebras.LieAlgebra.rotation_structure`) and the abstract Hamiltonian family its
+Hamiltonian belongs to — never by names or concrete zoo classes. The zoo's Hamiltonians are
+final subclasses of the abstract Hamiltonian families below, and so can a user's be.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar, Literal, Optional
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Scalar
+
+from ._base import AbstractLiePoissonSystem, AbstractSystem
+
+__all__ = [
+    "AbstractFreeRigidBody",
+    "AbstractLagrangeTop",
+    "AbstractClebschFlow",
+    "AbstractFamily",
+    "AnySystem",
+    "LiePoissonFamily",
+    "RotationFamily",
+    "FreeRigidBodyFamily",
+    "LagrangeTopFamily",
+    "ClebschFlowFamily",
+]
+
+
+# ------------------------------------------------------------------ Hamiltonian families
+
+
+class AbstractFreeRigidBody(eqx.Module):
+    r"""The free rigid body on so(n)*: ``h(M) = ½<M, Ω>`` with ``M = JΩ + ΩJ`` (seed 000, (4.4)–(4.7)).
+
+    A member gives its mass tensor ``J = diag(J_1, …, J_n)`` (:attr:`mass_tensor`) and its
+    energy ``__call__(M)`` in the coordinates of the system's so(n) algebra. For the so(3)
+    cross-product coordinates, principal moments ``I_i = J_j + J_k``.
+    """
+
+    @property
+    @abc.abstractmethod
+    def mass_tensor(self) -> Float[Array, " n"]:
+        """``(J_1, …, J_n)``."""
+
+    @abc.abstractmethod
+    def __call__(self, M: Float[Array, " d"]) -> Scalar:
+        ...
+
+
+class AbstractLagrangeTop(eqx.Module):
+    r"""The n-dimensional Lagrange top on e(n)* (seed 000, sec. 5), in one of two frames.
+
+    ``frame = "rest"``: state ``(m, a)``, ``H = ½<m, m> + <a, p>`` (5.15), (+) bracket, with
+    the constant gravity :attr:`gravity` ``= p``. ``frame = "moving"``: state ``(M, P)``,
+    ``H = ½<M, Ω> + <P, A>`` with ``A = e_n`` and Ω from (5.7), (−) bracket. ``alpha`` is the
+    anisotropy α of ``J = (α/2, …, α/2, 1 − α/2)`` (5.1).
+    """
+
+    frame: eqx.AbstractClassVar[Literal["rest", "moving"]]
+    alpha: eqx.AbstractVar[Scalar]
+
+    @property
+    @abc.abstractmethod
+    def n(self) -> int:
+        """The dimension n."""
+
+    @property
+    @abc.abstractmethod
+    def gravity(self) -> Float[Array, " n"]:
+        """``p`` (rest frame) or ``A = e_n`` (moving frame)."""
+
+    @abc.abstractmethod
+    def __call__(self, y: Float[Array, " d"]) -> Scalar:
+        ...
+
+
+class AbstractClebschFlow(eqx.Module):
+    r"""The Clebsch flow ``c_jk = 1`` on e(n)*: ``H = ½<M, M> − ½<P, BP>`` (seed 000, (7.12)–(7.13))."""
+
+    B: eqx.AbstractVar[Float[Array, " n"]]
+
+    @abc.abstractmethod
+    def __call__(self, y: Float[Array, " d"]) -> Scalar:
+        ...
+
+
+# ------------------------------------------------------------------ system families
+
+
+def _label(system) -> str:
+    return getattr(system, "name", type(system).__name__)
+
+
+class AbstractFamily(eqx.Module):
+    """A structural family of systems; ``check`` raises a clear error for a non-member."""
+
+    description: eqx.AbstractClassVar[str]
+
+    @abc.abstractmethod
+    def mismatch(self, system) -> Optional[Exception]:
+        """``None`` for a member, otherwise the error to raise (it says why)."""
+
+    def check(self, system, who: str, verb: str = "steps only") -> None:
+        """Raise (``TypeError`` by default) unless ``system`` is a member; ``who`` is the caller."""
+        err = self.mismatch(system)
+        if err is not None:
+            raise type(err)(f"{who} {verb} {self.description}; got {_label(system)}: {err}")
+
+
+def _not_lie_poisson(system) -> Optional[Exception]:
+    if not isinstance(system, AbstractLiePoissonSystem):
+        return TypeError(f"it is a {type(system).__name__}, not a LiePoissonSystem")
+    return None
+
+
+class AnySystem(AbstractFamily):
+    description: ClassVar[str] = "lpjax systems (LiePoissonSystem, CanonicalSystem, ...)"
+
+    def mismatch(self, system) -> Optional[Exception]:
+        if not isinstance(system, AbstractSystem):
+            return TypeError(f"{type(system).__name__} is not an lpjax system")
+        return None
+
+
+class LiePoissonFamily(AbstractFamily):
+    """Lie–Poisson systems; with ``dual_pair=True`` only those whose Clebsch canonization has
+    ``dim 𝔥 = dim 𝔤`` (seed 002, Theorem 3.2 (iii)), checked by the caller-supplied ``dim_h``."""
+
+    description: ClassVar[str] = "Lie–Poisson systems (a LiePoissonSystem on 𝔤*)"
+
+    def mismatch(self, system) -> Optional[Exception]:
+        return _not_lie_poisson(system)
+
+
+class RotationFamily(AbstractFamily):
+    """Lie–Poisson systems on so(n)* or (so(n) ⋉ Rⁿ)* = e(n)*, se(3)*: an SO(n) configuration,
+    optionally with one advected vector."""
+
+    description: ClassVar[str] = (
+        "Lie–Poisson systems on so(n)*, se(3)* or e(n)* (SO(n), optionally with an advected vector in Rⁿ)"
+    )
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = _not_lie_poisson(system)
+        if err is not None:
+            return err
+        rs = system.algebra.rotation_structure
+        if rs is None or rs[1] > 1:
+            return TypeError(f"its algebra {system.algebra.name} is not so(n) or so(n) ⋉ Rⁿ")
+        return None
+
+
+class FreeRigidBodyFamily(AbstractFamily):
+    description: ClassVar[str] = (
+        "the free rigid body: a LiePoissonSystem on so(n)* with the (−) bracket whose Hamiltonian "
+        "is an lpjax.AbstractFreeRigidBody (lpjax.systems.rigid_body, rigid_body_n)"
+    )
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = _not_lie_poisson(system)
+        if err is not None:
+            return err
+        rs = system.algebra.rotation_structure
+        if rs is None or rs[1] != 0:
+            return TypeError(f"its algebra {system.algebra.name} is not so(n) in a basis of skew matrices")
+        if system.sign != -1:
+            return TypeError("it uses the (+) bracket; the body frame needs sign = −1")
+        h = system.hamiltonian
+        if not isinstance(h, AbstractFreeRigidBody):
+            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractFreeRigidBody")
+        if jnp.shape(h.mass_tensor) != (rs[0].so_n,):
+            return ValueError(f"mass tensor of shape {jnp.shape(h.mass_tensor)} on so({rs[0].so_n})")
+        return None
+
+
+def _semidirect_n(system) -> Optional[int]:
+    rs = system.algebra.rotation_structure
+    return None if rs is None or rs[1] != 1 else rs[0].so_n
+
+
+class LagrangeTopFamily(AbstractFamily):
+    description: ClassVar[str] = (
+        "the Lagrange top: a LiePoissonSystem on e(n)* whose Hamiltonian is an "
+        "lpjax.AbstractLagrangeTop (lpjax.systems.lagrange_top)"
+    )
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = _not_lie_poisson(system)
+        if err is not None:
+            return err
+        h = system.hamiltonian
+        if not isinstance(h, AbstractLagrangeTop):
+            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractLagrangeTop")
+        if _semidirect_n(system) != h.n:
+            return TypeError(f"its algebra {system.algebra.name} is not e({h.n}) = so({h.n}) ⋉ R^{h.n}")
+        if system.sign != (1 if h.frame == "rest" else -1):
+            return TypeError(f"the {h.frame} frame needs sign = {1 if h.frame == 'rest' else -1}")
+        return None
+
+
+class ClebschFlowFamily(AbstractFamily):
+    description: ClassVar[str] = (
+        "the Clebsch flow c_jk = 1: a LiePoissonSystem on e(n)* with the (−) bracket whose "
+        "Hamiltonian is an lpjax.AbstractClebschFlow (lpjax.systems.clebsch_case(B), neumann(B))"
+    )
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = _not_lie_poisson(system)
+        if err is not None:
+            return err
+        h = system.hamiltonian
+        if not isinstance(h, AbstractClebschFlow):
+            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractClebschFlow")
+        if _semidirect_n(system) != jnp.shape(h.B)[0] or system.sign != -1:
+            return TypeError(f"it is not on e({jnp.shape(h.B)[0]})* with the (−) bracket")
+        return None
