@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,plot]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -60,23 +60,21 @@ class SurisLagrangeTopLagrangian(eqx.Module):
 
 
 def moser_veselov(system: AbstractSystem) -> MoserVeselovLagrangian:
-    """The Moser–Veselov Lagrangian ``ℓ(W) = −tr(WΛ)/dt`` for ``rigid_body``/``rigid_body_n``.
+    """The Moser–Veselov Lagrangian ``ℓ(W) = −tr(WΛ)/dt`` for a free rigid body.
 
-    Λ is the one :class:`lpjax.MoserVeselov` uses (``Λ = J``, or ``Λ_i = (I_j + I_k − I_i)/2``);
-    ``ℓ ≈ dt·½<Ω, M>`` for ``W = I + dtΩ + …``. Seed 003 writes ``tr(fΛ)`` with
-    ``f = g_{k+1}⁻¹ g_k = W⁻¹`` and the opposite sign of the momentum.
+    Λ is the mass tensor of the system's :class:`lpjax.AbstractFreeRigidBody` Hamiltonian, as
+    :class:`lpjax.MoserVeselov` uses it; ``ℓ ≈ dt·½<Ω, M>`` for ``W = I + dtΩ + …``
+    (``docs/errata.md``, "Moser–Veselov conventions").
     """
     FreeRigidBodyFamily().check(system, "moser_veselov", "needs")
     return MoserVeselovLagrangian(jnp.asarray(system.hamiltonian.mass_tensor))
 
 
 def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisClebschLagrangian:
-    """Suris' Lagrangian (7.16) for ``clebsch_case(B)`` (flow c_jk = 1), seed 000.
+    """Suris' Lagrangian (7.16) for the Clebsch flow ``c_jk = 1``, seed 000.
 
-    As printed, (7.16) has ``(4/ε) log(1 + (ε²/4)<P, BP>)``; its continuous limit is then
-    ``ε<P, BP>`` instead of ``ε·½<P, BP>`` of (7.10), and its DEP map is
-    ``M_{k+1} = M_k + 2ε P∧BP/(1 + …)`` rather than (7.17). With ``2/ε`` (the default) the
-    DEP map is exactly (7.17); ``coefficient=4.0`` gives the printed form.
+    With the coefficient ``2/ε`` (the default) the DEP map is exactly (7.17); ``coefficient=4.0``
+    gives the printed form (``docs/errata.md``, "The coefficient of (7.16)").
     """
     ClebschFlowFamily().check(system, "suris_clebsch", "needs")
     return SurisClebschLagrangian(system.hamiltonian.B, float(coefficient))

@@ -9,10 +9,7 @@ matrix: (5.17) rest frame, (5.9) moving frame, (7.15) Clebsch flow.
 
 Two of the printed formulas are exact only on the level sets ``|a| = 1`` (Theorem 7) and
 ``|P| = 1`` (Theorem 10) of the Casimir; the forms below hold on every level set and reduce to
-the printed ones there. The printed ``ε²/4`` should read ``(ε²/4)|a|²`` in (6.15) and
-``(ε²/4)|P|²`` in (7.19), (7.21) and (7.23) (not in the denominators ``1 + (ε²/4)<P, BP>``);
-the extra factor makes each term scale like the one it corrects. Theorem 9's ``L_k`` is
-exact as printed (``|A| = 1``).
+the printed ones there (``docs/errata.md``, "Theorem 7" and "Theorem 10").
 """
 
 from __future__ import annotations
@@ -57,28 +54,17 @@ def suris_lagrange_lax(
     * Rest frame, map (6.5), Theorem 7, (6.14)::
 
           ℓ_k(λ) = [[m_k, λ b_k − λ⁻¹ p], [λ b_kᵀ − λ⁻¹ pᵀ, 0]],
-          b_k = (I − (ε/2) m_k) a_k + (ε²/4) |a_k|² p.
+          b_k = (I − (ε/2) m_k) a_k + (ε²/4) |a_k|² p,
 
-      Correction: (6.15) prints ``(ε²/4) p``, without ``|a_k|²``. The two agree on the
-      physical leaf ``|a| = 1`` (``a = gA``, ``|A| = 1`` by (5.1)), where the printed form
-      is exact; off it the printed ``b_k`` is not isospectral: characteristic-polynomial
-      coefficients change by 1e-4 to 1e-3 (relative, n = 3, 4, 5, 0.7 < |a| < 2.3) in one
-      step of ε = 0.1, against ≤ 6e-15 with ``|a_k|²`` (≤ 9e-14 over 10⁴ steps,
-      ε = 0.05 … 0.3). The Lax equation (6.13) then
-      holds with ``u_k`` and ``v_k`` of (6.14) as printed: its ``λ⁰`` block is
-      ``m_{k+1} − m_k = (ελ/2)(c_k + c_{k+1}) ∧ a_k`` (``c = λb − λ⁻¹p``), which needs
-      ``b_k + b_{k+1} ∥ a_k``, and ``b_k + b_{k+1} = (2 + (ε²/2)<a_k, p>) a_k`` exactly
-      when the ``p`` term carries ``|a_k|²``.
+      with ``|a_k|²`` in the ``p`` term, which (6.15) omits: the printed form is exact only on
+      ``|a| = 1`` (``docs/errata.md``, "Theorem 7: the Lax matrix off the unit leaf").
     * Moving frame, map (6.19)–(6.20), Theorem 9, (6.24) with ``A = e_n``::
 
           L_k(λ) = [[M_k, λ B_k − λ⁻¹ P_k], [λ B_kᵀ − λ⁻¹ P_kᵀ, 0]],
           B_k = (I + (ε/2) M_k) A + (ε²/4) P_k,
 
-      exact as printed (6.26), and independent of α (spectra kept to ≤ 3.3e-13 over 10⁴
-      steps, n = 3, 4, 5, ε = 0.05 … 0.3, any ``|P|``). In ``V_k`` of (6.25), however,
-      ``U(λ)`` must be ``[[0, λA], [λAᵀ, 0]]`` (symmetric, as ``u`` in (6.14)): with the
-      printed ``−λAᵀ`` entry ``V_k⁻¹ L_k V_k`` misses ``L_{k+1}`` by 0.45 (max entry, n = 4,
-      ε = 0.1, λ = 1.3), against 4e-16 with the symmetric ``U``.
+      exact as printed (6.26) and independent of α; ``U(λ)`` in ``V_k`` of (6.25) must be
+      symmetric (``docs/errata.md``, "Theorem 9: the symmetric U(λ)").
 
     ``dt = 0`` gives the continuous Lax matrices (5.17) and (5.9). ``lam`` is a nonzero
     scalar. Raises ``TypeError`` for a system other than ``lagrange_top`` and
@@ -108,18 +94,11 @@ def suris_clebsch_lax(
     For ``y = (vee(M), P)`` and ``B = diag(b)`` of ``clebsch_case(b)``, ``ε = dt``::
 
         L_k(λ) = K⁻¹ (λB + M_k + λ⁻¹ 𝒫_k),   K = I + (ε²/4) |P_k|² B,
-        𝒫_k = (I + (ε/2) M_k) P_k P_kᵀ (I − (ε/2) M_k)                       (7.20).
+        𝒫_k = (I + (ε/2) M_k) P_k P_kᵀ (I − (ε/2) M_k)                       (7.20),
 
-    Correction: (7.19) prints ``K = I + (ε²/4) B``. Both agree on ``|P| = 1`` (the Neumann
-    leaf), where the printed form is exact; off it the printed ``L_k`` is not isospectral:
-    characteristic-polynomial coefficients change by 5e-6 to 8e-4 (relative, n = 3, 4, 5,
-    0.6 < |P| < 2.5) in one step of ε = 0.1, against ≤ 4e-15 with ``|P_k|²`` (≤ 3.5e-14
-    over 10⁴ steps, ε = 0.05 … 0.3). The
-    matrices ``𝒬_k`` (7.21) and ``ℛ_k`` (7.23) of ``V_k`` need the same factor,
-    ``𝒬_k = P_k P_kᵀ K / (1 + (ε²/4)<P_k, BP_k>)``, ``ℛ_k = K P_k P_kᵀ / (same)``: then
-    ``𝒬_k = P_k P_kᵀ (I + (ε/4)(M_{k+1} − M_k))`` (7.28) holds for every ``|P_k|``, and with
-    it ``L_{k+1} = V_k L_k V_k⁻¹`` (7.18). ``|P|²`` is a Casimir, so ``K`` is constant
-    along an orbit.
+    with ``|P_k|²`` in ``K``, which (7.19) omits, and the same factor in ``𝒬_k`` (7.21) and
+    ``ℛ_k`` (7.23): the printed forms are exact only on ``|P| = 1`` (``docs/errata.md``,
+    "Theorem 10: the Lax matrix off the unit leaf").
 
     ``dt = 0`` gives the continuous Lax matrix (7.15). ``lam`` is a nonzero scalar. Raises
     ``TypeError`` unless ``system`` is ``lpjax.systems.clebsch_case(B)`` with ``C=None``, and

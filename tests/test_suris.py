@@ -17,6 +17,8 @@ from lpjax.diagnostics import (
 )
 from lpjax.systems import heavy_top_n, lagrange_top, rigid_body
 
+from .lax_defects import one_step_lax_defects
+
 METHOD = lpjax.SurisLagrangeTop()
 CASES = [(n, frame) for n in (3, 4, 5) for frame in ("rest", "moving")]
 
@@ -125,14 +127,7 @@ def test_theorem_7_lax_matrix_is_isospectral_with_b_corrected():
     def corrected(y, lam):
         return suris_lagrange_lax(system, y, eps, lam)
 
-    @jax.jit
-    def defects(y):
-        y1 = lpjax.integrate(system, METHOD, y, eps, 1).ys[-1]
-        out = []
-        for lax in (printed, corrected):
-            c0, c1 = lax_invariants(lax, y, lams), lax_invariants(lax, y1, lams)
-            out.append(jnp.max(jnp.max(jnp.abs(c1 - c0), axis=1) / jnp.max(jnp.abs(c0), axis=1)))  # worst λ
-        return jnp.stack(out)
+    defects = one_step_lax_defects(system, METHOD, (printed, corrected), eps, lams)
 
     printed_defect, corrected_defect = defects(y0)
     assert printed_defect > 1e-5  # measured 2.4e-4

@@ -53,9 +53,7 @@ def _n_from_dim(d: int) -> Optional[int]:
 
 
 def _hat(x: Float[Array, "... d"], n: int) -> Float[Array, "... n n"]:
-    _, _, idx = _indices(n)
-    z = jnp.zeros(x.shape[:-1] + (1,), x.dtype)
-    return jnp.concatenate([z, x, -x], axis=-1)[..., idx]
+    return _son_algebra(n).hat(x)
 
 
 def _vee(X: Float[Array, "... n n"]) -> Float[Array, "... d"]:

@@ -61,7 +61,7 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
 
     1. solve the discrete Legendre transform ``M_k = Fℓ(W_k, P_k)``,
        ``<Fℓ(W, P), η> = d/dε ℓ(e^{εη} W, e^{εη} P)``, for ``W_k = cay(X)`` in Cayley
-       coordinates ``X`` by Newton's method inside ``jax.lax.custom_root``;
+       coordinates ``X`` by Newton's method in the implicit kernel (IFT gradients);
     2. ``M_{k+1} = d'_W ℓ(W_k, P_k)``, ``<d'_W ℓ, η> = d/dε ℓ(W e^{εη}, P)``, which equals
        ``Ad*_{W_k} (M_k + P_k ⋄ ∇_P ℓ)``, i.e. ``W_k M_{k+1} W_k⁻¹ = M_k + P_k ∧ ∇_P ℓ`` (3.14);
     3. ``P_{k+1} = W_k⁻¹ P_k``.

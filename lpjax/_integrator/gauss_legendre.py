@@ -87,7 +87,7 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
 
     The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` with the implicit kernel
-    (``jax.lax.custom_root``: ``jax.grad`` differentiates the exact root by the implicit
+    (``jax.grad`` differentiates the exact root by the implicit
     function theorem instead of through the iterations), by a fixed number ``max_iters`` of
     iterations (GPU- and ``vmap``-friendly, no ``while_loop``):
 

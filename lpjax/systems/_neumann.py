@@ -166,16 +166,11 @@ def neumann(B: ArrayLike) -> NeumannSystem:
 
     with ``H = ½|p|² − ½<x, Bx>`` (on the leaf ``<M, M> = |x|²|p|² − <x, p>²``).
 
-    Sign of the potential. The force is ``+Bx`` (projected on the tangent space): the potential
-    is ``U(x) = −½<x, Bx>``, the seed's ``(1/2)<x, Bx>`` with ``B → −B``. The Neumann system
-    with potential ``½<x, A x>`` is ``neumann(-A)``; the stable equilibria are ``±e_k`` with the
-    largest ``b_k``. Its Uhlenbeck integrals (in involution, ``Σ_k F_k = |x|²``) are, for
-    distinct ``b_k``,
-    ``F_k = x_k² − Σ_{j≠k} (x_j p_k − x_k p_j)² / (b_k − b_j)`` — the familiar form with
-    ``a_k = −b_k`` — and ``H = −½ Σ_k b_k F_k``. Written in ``(M, P)``,
-    ``F_k = P_k² − Σ_{j≠k} M_jk² / (b_k − b_j)``, they are quadratic first integrals of (7.12)
-    on all of e(n)*, so Gauss–Legendre methods keep them (and ``H``) to roundoff, while
-    :class:`lpjax.SurisClebsch` keeps them only to O(ε), without drift.
+    The force is ``+Bx`` (potential ``−½<x, Bx>``, the seed's with ``B → −B``): the Neumann
+    system with potential ``½<x, Ax>`` is ``neumann(-A)``. Its Uhlenbeck integrals, in
+    ``(M, P)`` ``F_k = P_k² − Σ_{j≠k} M_jk² / (b_k − b_j)`` with ``H = −½ Σ_k b_k F_k``, are
+    quadratic, so Gauss–Legendre keeps them to roundoff and :class:`lpjax.SurisClebsch` to
+    O(ε) without drift (``docs/errata.md``, "The Neumann leaf").
 
     Arguments:
         B: the diagonal ``(b_1, …, b_n)``, n ≥ 2, finite (the integrals ``F_k`` need distinct
