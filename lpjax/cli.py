@@ -116,7 +116,7 @@ _REPRODUCE_DEFAULT_OUT = "results/seed002/"
 
 
 def _figure_names():
-    from ._reproduce import FIGURES
+    from .reproduce import FIGURES
 
     return FIGURES
 
@@ -132,7 +132,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from ._reproduce import JSON_NAME, reproduce
+    from .reproduce import JSON_NAME, reproduce
 
     t = time.perf_counter()
     try:

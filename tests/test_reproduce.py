@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lpjax import clebsch
-from lpjax._reproduce import (
+from lpjax.reproduce import (
     FIGURES,
     JSON_NAME,
     kida_sigmas,
@@ -142,7 +142,7 @@ def test_figures_list():
 @pytest.mark.slow
 def test_other_figures_on_short_spans(tmp_path):
     """figs 1, 2 (one shared Kida run, sliced for fig 1) and 6 through ``reproduce(spans=...)``."""
-    from lpjax._reproduce import reproduce
+    from lpjax.reproduce import reproduce
 
     spans = {"seed002-fig1": 5.0, "seed002-fig2": 20.0, "seed002-fig6": 2.0}
     data = reproduce(list(spans), str(tmp_path), spans=spans)["figures"]

@@ -119,6 +119,30 @@ def _not_lie_poisson(system) -> Optional[Exception]:
     return None
 
 
+def _structure_mismatch(system, vectors: tuple[int, ...], hamiltonian: Optional[type] = None,
+                        sign: Optional[int] = None) -> Optional[Exception]:
+    """Why ``system`` is not a Lie–Poisson system on so(n) ⋉ (Rⁿ)^k, k in ``vectors``, with the
+    given bracket ``sign`` and a Hamiltonian of class ``hamiltonian`` (``None``: any)."""
+    err = _not_lie_poisson(system)
+    if err is not None:
+        return err
+    rs = system.algebra.rotation_structure
+    if rs is None or rs[1] not in vectors:
+        want = " or ".join("so(n)" if k == 0 else "so(n) ⋉ (Rⁿ)" + ("" if k == 1 else f"^{k}") for k in vectors)
+        return TypeError(f"its algebra {system.algebra.name} is not {want} in a basis of skew matrices")
+    if sign is not None and system.sign != sign:
+        return TypeError(f"it uses the ({'+' if system.sign > 0 else '−'}) bracket; this needs sign = {sign}")
+    h = system.hamiltonian
+    if hamiltonian is not None and not isinstance(h, hamiltonian):
+        return TypeError(f"its Hamiltonian {type(h).__name__} is not an {hamiltonian.__name__}")
+    return None
+
+
+def _dimension_mismatch(system, n: int, what: str) -> Optional[Exception]:
+    so_n = system.algebra.rotation_structure[0].so_n
+    return None if n == so_n else TypeError(f"{what} has dimension {n} but the algebra's rotations are so({so_n})")
+
+
 class AnySystem(AbstractFamily):
     description: ClassVar[str] = "lpjax systems (LiePoissonSystem, CanonicalSystem, ...)"
 
@@ -147,13 +171,7 @@ class RotationFamily(AbstractFamily):
     )
 
     def mismatch(self, system) -> Optional[Exception]:
-        err = _not_lie_poisson(system)
-        if err is not None:
-            return err
-        rs = system.algebra.rotation_structure
-        if rs is None or rs[1] > 1:
-            return TypeError(f"its algebra {system.algebra.name} is not so(n) or so(n) ⋉ Rⁿ")
-        return None
+        return _structure_mismatch(system, (0, 1))
 
 
 class FreeRigidBodyFamily(AbstractFamily):
@@ -163,25 +181,9 @@ class FreeRigidBodyFamily(AbstractFamily):
     )
 
     def mismatch(self, system) -> Optional[Exception]:
-        err = _not_lie_poisson(system)
-        if err is not None:
-            return err
-        rs = system.algebra.rotation_structure
-        if rs is None or rs[1] != 0:
-            return TypeError(f"its algebra {system.algebra.name} is not so(n) in a basis of skew matrices")
-        if system.sign != -1:
-            return TypeError("it uses the (+) bracket; the body frame needs sign = −1")
-        h = system.hamiltonian
-        if not isinstance(h, AbstractFreeRigidBody):
-            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractFreeRigidBody")
-        if jnp.shape(h.mass_tensor) != (rs[0].so_n,):
-            return ValueError(f"mass tensor of shape {jnp.shape(h.mass_tensor)} on so({rs[0].so_n})")
-        return None
-
-
-def _semidirect_n(system) -> Optional[int]:
-    rs = system.algebra.rotation_structure
-    return None if rs is None or rs[1] != 1 else rs[0].so_n
+        return _structure_mismatch(system, (0,), AbstractFreeRigidBody, -1) or _dimension_mismatch(
+            system, jnp.shape(system.hamiltonian.mass_tensor)[0], "the mass tensor"
+        )
 
 
 class LagrangeTopFamily(AbstractFamily):
@@ -191,17 +193,9 @@ class LagrangeTopFamily(AbstractFamily):
     )
 
     def mismatch(self, system) -> Optional[Exception]:
-        err = _not_lie_poisson(system)
-        if err is not None:
-            return err
-        h = system.hamiltonian
-        if not isinstance(h, AbstractLagrangeTop):
-            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractLagrangeTop")
-        if _semidirect_n(system) != h.n:
-            return TypeError(f"its algebra {system.algebra.name} is not e({h.n}) = so({h.n}) ⋉ R^{h.n}")
-        if system.sign != (1 if h.frame == "rest" else -1):
-            return TypeError(f"the {h.frame} frame needs sign = {1 if h.frame == 'rest' else -1}")
-        return None
+        h = getattr(system, "hamiltonian", None)
+        sign = (1 if h.frame == "rest" else -1) if isinstance(h, AbstractLagrangeTop) else None
+        return _structure_mismatch(system, (1,), AbstractLagrangeTop, sign) or _dimension_mismatch(system, h.n, "the top")
 
 
 class ClebschFlowFamily(AbstractFamily):
@@ -211,12 +205,6 @@ class ClebschFlowFamily(AbstractFamily):
     )
 
     def mismatch(self, system) -> Optional[Exception]:
-        err = _not_lie_poisson(system)
-        if err is not None:
-            return err
-        h = system.hamiltonian
-        if not isinstance(h, AbstractClebschFlow):
-            return TypeError(f"its Hamiltonian {type(h).__name__} is not an AbstractClebschFlow")
-        if _semidirect_n(system) != jnp.shape(h.B)[0] or system.sign != -1:
-            return TypeError(f"it is not on e({jnp.shape(h.B)[0]})* with the (−) bracket")
-        return None
+        return _structure_mismatch(system, (1,), AbstractClebschFlow, -1) or _dimension_mismatch(
+            system, jnp.shape(system.hamiltonian.B)[0], "B"
+        )
