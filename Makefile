@@ -26,6 +26,7 @@ bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/rigid_body.py
 	MPLBACKEND=Agg $(PY) benchmarks/collective.py
 	MPLBACKEND=Agg $(PY) benchmarks/explicit_maps.py
+	MPLBACKEND=Agg $(PY) benchmarks/implicit_kernel.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -48,41 +48,20 @@ Output: one fixed-width table per system on stdout, ``collective.json`` and
 
 from __future__ import annotations
 
-import argparse
-import io
-import json
-import os
-import statistics
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-import jax  # noqa: E402
-
-jax.config.update("jax_enable_x64", True)
-
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-import lpjax  # noqa: E402
-from benchmarks.rigid_body import (  # noqa: E402  (shared timing / output helpers)
-    atomic_write_bytes,
-    fmt_e,
-    metadata as _rigid_body_metadata,
-    time_calls,
-    timed_repeats,
+from _harness import (  # first: float64 and the Agg backend
+    arg_parser, compile_all, elapsed, loadavg, log, metadata, n_steps, plt, print_table,
+    retime_reference, start, time_calls, write_json, write_png,
 )
-from lpjax.systems import kida_initial_state, kida_vortex, movable_base_mu, movable_base_top  # noqa: E402
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+import scipy
+
+import lpjax
+from lpjax.systems import kida_initial_state, kida_vortex, movable_base_mu, movable_base_top
 
 FULL_TOLS = [1e-4, 1e-6, 1e-8, 1e-10]
 QUICK_TOLS = [1e-4, 1e-6]
@@ -91,7 +70,6 @@ N_PLOT = 1000  # saved points of the plotted trajectories
 MAX_STEPS = 500_000  # diffrax
 PLOT_FLOOR = 1e-17  # exact zeros are drawn here on the log axes
 EPS = float(np.finfo(np.float64).eps)
-COMPILE_WORKERS = 2
 
 METHODS = {  # label -> (integrator, fixed-step?)
     "lpjax coll. GL4": lpjax.Collective(lpjax.GaussLegendre(2)),
@@ -139,19 +117,12 @@ def top_problem():
     )
 
 
-def n_steps_for(t1: float, dt: float) -> int:
-    n = int(round(t1 / dt))
-    if abs(n * dt - t1) > 1e-9 * t1:
-        raise ValueError(f"dt = {dt} does not divide t1 = {t1}")
-    return n
-
-
 # ----------------------------------------------------------------------------- builders
 # Each builder returns (python function to jit, example arguments, kind).
 
 
 def lpjax_timed(P, method, dt):
-    system, n = P["system"], n_steps_for(P["t1"], dt)
+    system, n = P["system"], n_steps(P["t1"], dt)
 
     def solve(y0):
         # throw=False: a step whose Newton iteration misses its tolerance is reported, not raised
@@ -162,7 +133,7 @@ def lpjax_timed(P, method, dt):
 
 
 def lpjax_plot(P, method, dt):
-    system, n = P["system"], n_steps_for(P["t1"], dt)
+    system, n = P["system"], n_steps(P["t1"], dt)
     if n % N_PLOT:
         raise ValueError(f"{n} steps are not a multiple of {N_PLOT}")
     inv_err = invariant_errors_fn(P)
@@ -226,65 +197,33 @@ def invariant_errors_fn(P):
     return f
 
 
-# ----------------------------------------------------------------------------- compile
-
-
-def compile_all(jobs):
-    """AOT-compile ``jobs`` (dicts with ``fn``, ``args``); sets ``compiled`` and the times.
-
-    First every job is traced and lowered in this thread, one after the other (Python work
-    under the GIL, so not run concurrently: its times stay clean); then the lowered modules
-    are compiled by XLA, ``COMPILE_WORKERS`` at a time, biggest first.
-    """
-    lowered = []
-    for job in jobs:
-        t = time.perf_counter()
-        lowered.append(jax.jit(job["fn"]).lower(*job["args"]))
-        job["lower_s"] = time.perf_counter() - t
-
-    def compile_one(job, low):
-        t = time.perf_counter()
-        job["compiled"] = low.compile()
-        job["xla_compile_s"] = time.perf_counter() - t
-        job["compile_s"] = job["lower_s"] + job["xla_compile_s"]
-
-    with ThreadPoolExecutor(COMPILE_WORKERS) as pool:
-        for f in [pool.submit(compile_one, j, lo) for j, lo in zip(jobs, lowered)]:
-            f.result()
-
-
 # ----------------------------------------------------------------------------- output
 
 
-def print_table(P, rows, ref_time) -> None:
-    casn = len(P["casimir_names"])
-    hdr = (f"{'method':<18}{'setting':>11}{'steps':>9}{'rel dh':>10}{'max rel dC':>12}"
-           f"{'time[ms]':>11}{'ratio':>9}{'compile[s]':>11}  note")
+COLUMNS = [
+    ("method", -18, "method"), ("setting", 11, "setting"), ("steps", 9, "steps"),
+    ("rel dh", 10, "rel_err_energy:.2e"), ("max rel dC", 12, "rel_err_casimir:.2e"),
+    ("time[ms]", 11, lambda r: f"{r['time_s'] * 1e3:.3f}"), ("ratio", 9, "ratio:.3g"),
+    ("compile[s]", 11, lambda r: f"{r['compile_s']:.2f}" + ("*" if r["compile_shared"] else " ")),
+    ("note", -4, "note"),
+]
+
+
+def print_results(P, rows, ref_time) -> None:
     print(f"\n{P['title']}: mu0 = {np.array2string(np.asarray(P['mu0']), precision=6)}, "
           f"t in [0, {P['t1']:g}], h0 = {P['h0']:.12g}, "
           f"Casimirs ({', '.join(P['casimir_names'])}) = "
           f"{np.array2string(np.asarray(P['C0']), precision=6)}")
-    print(hdr)
-    print("-" * len(hdr))
-    last = None
-    for r in rows:
-        if last is not None and r["method"] != last:
-            print()
-        last = r["method"]
-        comp = f"{r['compile_s']:10.2f}" + ("*" if r["compile_shared"] else " ")
-        print(f"{r['method']:<18}{r['setting']:>11}{r['steps']:9d} {fmt_e(r['rel_err_energy'])}"
-              f"   {fmt_e(r['rel_err_casimir'])}{r['time_s'] * 1e3:11.3f}{r['ratio']:9.3g}"
-              f"{comp}  {r['note']}")
-    print("-" * len(hdr))
-    print(f"rel dh = |h(T) - h(0)| / |h(0)|; max rel dC = max over the {casn} Casimir(s) of "
-          f"|C(T) - C(0)| / |C(0)|; at T = {P['t1']:g}.")
+    print_table(COLUMNS, rows, group="method")
+    print(f"rel dh = |h(T) - h(0)| / |h(0)|; max rel dC = max over the {len(P['casimir_names'])} Casimir(s) "
+          f"of |C(T) - C(0)| / |C(0)|; at T = {P['t1']:g}.")
     print(f"time = median wall time of the 2nd+ call (after block_until_ready), CPU; ratio = "
           f"time / time(lpjax RK4, dt={P['paper_dt']}) = {ref_time * 1e3:.3f} ms in this run.")
     print("compile = trace + lower + XLA compile (ahead of time, 2 at a time); "
           "* = diffrax: one compilation per solver, shared by all tolerances.")
 
 
-def make_plot(problems, series, path: Path, quick: bool, plot_tol: float) -> None:
+def make_plot(problems, series, path, quick: bool, plot_tol: float) -> None:
     fig, axes = plt.subplots(len(problems), 2, figsize=(13, 4.4 * len(problems) + 0.6), squeeze=False)
     for row, P in zip(axes, problems):
         for ax, key, what in ((row[0], "dh", "relative error in h"),
@@ -311,45 +250,15 @@ def make_plot(problems, series, path: Path, quick: bool, plot_tol: float) -> Non
         f"top 0.01) and diffrax (tol = {plot_tol:g}); float64, "
         f"{'quick' if quick else 'full'} run", fontsize=10)
     fig.tight_layout(rect=(0, 0.035, 1, 1))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def loadavg():
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    write_png(fig, path, dpi=120)
 
 
 # ----------------------------------------------------------------------------- main
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sweep (< ~60 s)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
-                    help="output directory (default: benchmarks/results/)")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tols = QUICK_TOLS if args.quick else FULL_TOLS
-    plot_tol = PLOT_TOL["quick" if args.quick else "full"]
-    t_start = time.perf_counter()
-    loads = {"start": loadavg()}
-
-    def log(msg):
-        print(f"  [{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    problems = [kida_problem(), top_problem()]
-    for P in problems:
-        inv = jax.jit(lambda y, s=P["system"]: (s.energy(y), s.casimirs(y)))
-        P["invariants"] = inv
-        h0, c0 = inv(P["mu0"])
-        P["h0"], P["C0"] = float(h0), np.asarray(c0, dtype=np.float64)
-        P["dts"] = P["quick_dts"] if args.quick else P["full_dts"]
-        assert P["paper_dt"] in P["dts"]
-
-    # ---- every configuration, compiled ahead of time before anything is timed
+def make_jobs(problems, plot_tol):
+    """Every configuration (timed and plotted), biggest first, so that the two compile threads
+    finish together."""
     jobs = []
     for P in problems:
         for name, method in METHODS.items():
@@ -363,144 +272,150 @@ def main() -> None:
             jobs.append(dict(P=P, kind="timed", method=name, fn=fn, args=a))
             fn, a = diffrax_plot(P, solver, plot_tol)
             jobs.append(dict(P=P, kind="plot", method=name, fn=fn, args=a))
-    # biggest first, so that the two compile threads finish together
     weight = {"lpjax coll. GL4": 4, "diffrax Kvaerno5": 3, "lpjax GL4": 2}
     jobs.sort(key=lambda j: -(weight.get(j["method"], 1) * (3 if j["P"]["key"] == "top" else 1)))
-    log(f"lowering {len(jobs)} configurations, then compiling them {COMPILE_WORKERS} at a time ...")
-    t = time.perf_counter()
+    return jobs
+
+
+def find(jobs, P, kind, method, dt=None):
+    return next(j for j in jobs if j["P"] is P and j["kind"] == kind and j["method"] == method
+                and (dt is None or j["dt"] == dt))
+
+
+def time_problem(P, jobs, tols):
+    """The timed rows of one system and its reference time."""
+    rows = []
+
+    def record(job, setting, args, is_ref=False):
+        call = lambda: jax.block_until_ready(job["compiled"](*args))  # noqa: E731
+        (yT, stats, ok), st = time_calls(call)
+        yT = np.asarray(yT)
+        if job["method"] in METHODS:
+            extra = {k: np.asarray(v).item() for k, v in stats.items()}
+            extra["successful"] = bool(ok)
+            inner = getattr(METHODS[job["method"]], "inner", METHODS[job["method"]])
+            if isinstance(inner, lpjax.GaussLegendre):
+                extra["solver_iterations_run_per_step"] = inner.max_iters
+        elif not bool(ok):
+            raise RuntimeError(f"{job['method']} failed on {P['key']} at {setting}")
+        else:
+            extra = {k: int(v) for k, v in stats.items()}
+        h, c = P["invariants"](yT)
+        dh = abs(float(h) - P["h0"]) / abs(P["h0"])
+        scale = np.where(np.abs(P["C0"]) > 0, np.abs(P["C0"]), 1.0)
+        dc = np.abs(np.asarray(c) - P["C0"]) / scale
+        rows.append({
+            "system": P["key"], "method": job["method"], "setting": setting,
+            "dt": job.get("dt"), "tol": None if job["method"] in METHODS else float(args[1]),
+            "steps": int(extra["num_steps"]), "rel_err_energy": dh, "rel_err_casimir": float(dc.max()),
+            "rel_err_casimirs": [float(v) for v in dc],
+            "time_s": st["time_s"], "first_call_s": st["first_call_s"],
+            "compile_s": float(job["compile_s"]), "compile_shared": job["method"] in SOLVERS,
+            "trace_lower_s": float(job["lower_s"]), "xla_compile_s": float(job["xla_compile_s"]),
+            "n_timed_calls": st["n_timed_calls"], "is_reference": is_ref, "note": "",
+            "final_state": [float(v) for v in yT],
+            "extra": dict(extra, time_min_s=st["time_min_s"], timed_calls_s=st["timed_calls_s"]),
+        })
+        log(f"{P['key']:<5}{job['method']:<18}{setting:>11}  dh={dh:.2e}  dC={dc.max():.2e}"
+            f"  time={st['time_s'] * 1e3:.3f} ms")
+        return rows[-1], call
+
+    # the reference first (and re-timed at the end: its time is the median of both batches)
+    ref_job = find(jobs, P, "timed", "lpjax RK4", P["paper_dt"])
+    ref_row, ref_call = record(ref_job, f"dt={P['paper_dt']:g}", ref_job["args"], is_ref=True)
+    ref_batch = list(ref_row["extra"]["timed_calls_s"])
+    for name in METHODS:
+        for dt in P["dts"]:
+            job = find(jobs, P, "timed", name, dt)
+            if job is not ref_job:
+                record(job, f"dt={dt:g}", job["args"])
+    for name in SOLVERS:
+        job = find(jobs, P, "timed", name)
+        for tol in tols:
+            record(job, f"tol={tol:.0e}", (job["args"][0], jnp.asarray(tol)))
+    ref_time = retime_reference(ref_row, ref_call, ref_batch)
+    for r in rows:
+        r["ratio"] = r["time_s"] / ref_time
+        notes = ["ratio reference"] if r["is_reference"] else []
+        ex = r["extra"]
+        if ex.get("successful") is False:
+            notes.append(f"FAILED: {ex['num_failed_steps']} steps missed the Newton tol")
+        if ex.get("num_rejected_steps"):
+            notes.append(f"{ex['num_rejected_steps']} rejected")
+        if "solver_iterations_run_per_step" in ex:
+            notes.append(f"Newton its needed<={ex['max_iterations']} of "
+                         f"{ex['solver_iterations_run_per_step']} run, "
+                         f"max res {ex['max_residual']:.0e}")
+        r["note"] = ", ".join(notes)
+    return rows, ref_time
+
+
+def plot_series(P, jobs, rows, plot_tol):
+    """Untimed trajectory runs for the plot."""
+    series = []
+    for name in list(METHODS) + list(SOLVERS):
+        job = find(jobs, P, "plot", name)
+        ts, dh, dc, y_first, y_last, ok = (np.asarray(v) for v in job["compiled"](*job["args"]))
+        label = (f"{name}, dt={P['paper_dt']:g}" if name in METHODS else f"{name}, tol={plot_tol:g}")
+        s = {"method": name, "label": label, "ts": ts, "dh": dh, "dc": dc.max(axis=1)}
+        s["summary"] = {
+            "label": label, "n_points": int(len(ts)), "successful": bool(ok),
+            "max_rel_err_energy": float(dh.max()), "final_rel_err_energy": float(dh[-1]),
+            "max_rel_err_casimir": float(dc.max()), "final_rel_err_casimir": float(dc[-1].max()),
+            "max_rel_err_casimirs": [float(v) for v in dc.max(axis=0)],
+            "initial_state_error": float(np.max(np.abs(y_first - np.asarray(P["mu0"])))),
+        }
+        if name in METHODS:  # same configuration as the timed run at the paper's dt
+            timed = next(r for r in rows if r["method"] == name and r["dt"] == P["paper_dt"])
+            s["summary"]["final_state_diff_vs_timed_run"] = float(
+                np.max(np.abs(y_last - np.asarray(timed["final_state"]))))
+        series.append(s)
+    log(f"{P['key']}: plot trajectories done")
+    return series
+
+
+def main() -> None:
+    args = arg_parser(__doc__, "smaller sweep (< ~60 s)").parse_args()
+    mode = "quick" if args.quick else "full"
+    tols = QUICK_TOLS if args.quick else FULL_TOLS
+    plot_tol = PLOT_TOL[mode]
+    start()
+    loads = {"start": loadavg()}
+
+    problems = [kida_problem(), top_problem()]
+    for P in problems:
+        inv = jax.jit(lambda y, s=P["system"]: (s.energy(y), s.casimirs(y)))
+        P["invariants"] = inv
+        h0, c0 = inv(P["mu0"])
+        P["h0"], P["C0"] = float(h0), np.asarray(c0, dtype=np.float64)
+        P["dts"] = P["quick_dts"] if args.quick else P["full_dts"]
+        assert P["paper_dt"] in P["dts"]
+
+    # every configuration, compiled ahead of time before anything is timed
+    jobs = make_jobs(problems, plot_tol)
+    log(f"lowering {len(jobs)} configurations, then compiling them 2 at a time ...")
+    t = elapsed()
     compile_all(jobs)
-    compile_wall = time.perf_counter() - t
+    compile_wall = elapsed() - t
     loads["after_compile"] = loadavg()
-    log(f"compiled in {compile_wall:.1f} s (sum of per-job times "
-        f"{sum(j['compile_s'] for j in jobs):.1f} s)")
+    log(f"compiled in {compile_wall:.1f} s (sum of per-job times {sum(j['compile_s'] for j in jobs):.1f} s)")
 
-    def find(P, kind, method, dt=None):
-        return next(j for j in jobs if j["P"] is P and j["kind"] == kind and j["method"] == method
-                    and (dt is None or j["dt"] == dt))
-
-    # ---- timed runs, one system at a time
+    # timed runs, one system at a time, then its plotted trajectories
     all_rows, ref_times, series = {}, {}, {}
     for P in problems:
-        rows = []
-
-        def record(job, setting, res, steps, extra, is_ref=False, shared=False):
-            (yT, *_), run, first, reps, tmin, times = res
-            yT = np.asarray(yT)
-            h, c = P["invariants"](yT)
-            dh = abs(float(h) - P["h0"]) / abs(P["h0"])
-            scale = np.where(np.abs(P["C0"]) > 0, np.abs(P["C0"]), 1.0)
-            dc = np.abs(np.asarray(c) - P["C0"]) / scale
-            extra = dict(extra, time_min_s=tmin, timed_calls_s=times)
-            rows.append({
-                "system": P["key"], "method": job["method"], "setting": setting,
-                "dt": job.get("dt"), "tol": extra.pop("tol", None), "steps": int(steps),
-                "rel_err_energy": dh, "rel_err_casimir": float(dc.max()),
-                "rel_err_casimirs": [float(v) for v in dc],
-                "time_s": float(run), "first_call_s": float(first),
-                "compile_s": float(job["compile_s"]), "compile_shared": shared,
-                "trace_lower_s": float(job["lower_s"]), "xla_compile_s": float(job["xla_compile_s"]),
-                "n_timed_calls": int(reps), "is_reference": is_ref, "note": "",
-                "final_state": [float(v) for v in yT], "extra": extra,
-            })
-            log(f"{P['key']:<5}{job['method']:<18}{setting:>11}  dh={dh:.2e}  dC={dc.max():.2e}"
-                f"  time={run * 1e3:.3f} ms")
-            return rows[-1]
-
-        def run_lpjax(job, keep=False):
-            fn = lambda: jax.block_until_ready(job["compiled"](*job["args"]))  # noqa: E731
-            res = time_calls(fn, compiled=True)
-            stats = {k: np.asarray(v).item() for k, v in res[0][1].items()}
-            stats["successful"] = bool(res[0][2])
-            if isinstance(METHODS[job["method"]], (lpjax.GaussLegendre, lpjax.Collective)):
-                inner = METHODS[job["method"]]
-                inner = getattr(inner, "inner", inner)
-                stats["solver_iterations_run_per_step"] = inner.max_iters
-            return res, stats, fn
-
-        # the reference first (and re-timed at the end: its time is the median of both batches)
-        ref_job = find(P, "timed", "lpjax RK4", P["paper_dt"])
-        res, stats, ref_fn = run_lpjax(ref_job)
-        ref_row = record(ref_job, f"dt={P['paper_dt']:g}", res, stats["num_steps"], stats, is_ref=True)
-        ref_batch = list(res[-1])
-        for name in METHODS:
-            for dt in P["dts"]:
-                job = find(P, "timed", name, dt)
-                if job is ref_job:
-                    continue
-                res, stats, _ = run_lpjax(job)
-                record(job, f"dt={dt:g}", res, stats["num_steps"], stats)
-        for name in SOLVERS:
-            job = find(P, "timed", name)
-            for tol in tols:
-                targs = (job["args"][0], jnp.asarray(tol))
-                fn = lambda: jax.block_until_ready(job["compiled"](*targs))  # noqa: E731
-                res = time_calls(fn, compiled=True)
-                _, st, ok = res[0]
-                if not bool(ok):
-                    raise RuntimeError(f"{name} failed on {P['key']} at tol={tol:g}")
-                st = {k: int(v) for k, v in st.items()}
-                record(job, f"tol={tol:.0e}", res, st["num_steps"], dict(st, tol=tol), shared=True)
-        _, more = timed_repeats(ref_fn, max_repeats=15, budget_s=0.5)
-        ref_times_all = ref_batch + more
-        ref_time = statistics.median(ref_times_all)
-        ref_row.update(time_s=ref_time, n_timed_calls=len(ref_times_all))
-        ref_row["extra"].update(time_min_s=min(ref_times_all), timed_calls_s=ref_times_all)
-        for r in rows:
-            r["ratio"] = r["time_s"] / ref_time
-            notes = ["ratio reference"] if r["is_reference"] else []
-            ex = r["extra"]
-            if ex.get("successful") is False:
-                notes.append(f"FAILED: {ex['num_failed_steps']} steps missed the Newton tol")
-            if ex.get("num_rejected_steps"):
-                notes.append(f"{ex['num_rejected_steps']} rejected")
-            if "solver_iterations_run_per_step" in ex:
-                notes.append(f"Newton its needed<={ex['max_iterations']} of "
-                             f"{ex['solver_iterations_run_per_step']} run, "
-                             f"max res {ex['max_residual']:.0e}")
-            r["note"] = ", ".join(notes)
-        all_rows[P["key"]], ref_times[P["key"]] = rows, ref_time
+        all_rows[P["key"]], ref_times[P["key"]] = time_problem(P, jobs, tols)
         loads[f"after_{P['key']}"] = loadavg()
-
-        # ---- untimed trajectory runs for the plot
-        series[P["key"]] = []
-        for name in list(METHODS) + list(SOLVERS):
-            job = find(P, "plot", name)
-            ts, dh, dc, y_first, y_last, ok = (np.asarray(v) for v in job["compiled"](*job["args"]))
-            label = (f"{name}, dt={P['paper_dt']:g}" if name in METHODS else f"{name}, tol={plot_tol:g}")
-            s = {"method": name, "label": label, "ts": ts, "dh": dh, "dc": dc.max(axis=1)}
-            s["summary"] = {
-                "label": label, "n_points": int(len(ts)), "successful": bool(ok),
-                "max_rel_err_energy": float(dh.max()), "final_rel_err_energy": float(dh[-1]),
-                "max_rel_err_casimir": float(dc.max()), "final_rel_err_casimir": float(dc[-1].max()),
-                "max_rel_err_casimirs": [float(v) for v in dc.max(axis=0)],
-                "initial_state_error": float(np.max(np.abs(y_first - np.asarray(P["mu0"])))),
-            }
-            if name in METHODS:  # same configuration as the timed run at the paper's dt
-                timed = next(r for r in rows if r["method"] == name and r["dt"] == P["paper_dt"])
-                s["summary"]["final_state_diff_vs_timed_run"] = float(
-                    np.max(np.abs(y_last - np.asarray(timed["final_state"]))))
-            series[P["key"]].append(s)
-        log(f"{P['key']}: plot trajectories done")
-
+        series[P["key"]] = plot_series(P, jobs, all_rows[P["key"]], plot_tol)
     for P in problems:
-        print_table(P, all_rows[P["key"]], ref_times[P["key"]])
+        print_results(P, all_rows[P["key"]], ref_times[P["key"]])
 
-    total = time.perf_counter() - t_start
-    loads["end"] = loadavg()
-    meta_rb = _rigid_body_metadata(args.quick)
-    meta = {k: meta_rb[k] for k in (
-        "date_utc", "versions", "platform", "machine", "processor", "cpu_count",
-        "cpu_affinity_count", "jax_backend", "jax_devices", "git_commit")}
-    meta["versions"].pop("numba", None)  # not used here
+    meta = metadata("collective vs direct Lie-Poisson integrators (seed 002, sec. 5)", mode,
+                    (diffrax, scipy, np, matplotlib), loads,
+                    "os.getloadavg() at each phase; other processes on the machine add noise to "
+                    "wall times (the compile phase itself runs 2 XLA compile threads)")
     meta.update({
-        "benchmark": "collective vs direct Lie-Poisson integrators (seed 002, sec. 5)",
-        "mode": "quick" if args.quick else "full",
-        "total_benchmark_wall_s": total,
         "compile_wall_s": compile_wall,
-        "compile_workers": COMPILE_WORKERS,
-        "loadavg_1_5_15min": dict(loads, note=(
-            "os.getloadavg() at each phase; other processes on the machine add noise to "
-            "wall times (the compile phase itself runs 2 XLA compile threads)")),
+        "compile_workers": 2,
         "timing_note": (
             "Times are wall-clock times of CPU runs on this machine (not portable). time_s is "
             "the median over repeated calls after the first one, each ended by "
@@ -550,11 +465,11 @@ def main() -> None:
         "rows": [r for P in problems for r in all_rows[P["key"]]],
         "plot_series": {k: [s["summary"] for s in v] for k, v in series.items()},
     }
-    json_path = out / "collective.json"
-    atomic_write_bytes(json_path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
-    png_path = out / "collective.png"
+    json_path, png_path = args.out / "collective.json", args.out / "collective.png"
+    write_json(json_path, doc)
     make_plot(problems, series, png_path, args.quick, plot_tol)
-    print(f"\nwrote {json_path} and {png_path}  (total {total:.1f} s; compile phase "
+    loads = meta["loadavg_1_5_15min"]
+    print(f"\nwrote {json_path} and {png_path}  (total {meta['total_benchmark_wall_s']:.1f} s; compile phase "
           f"{compile_wall:.1f} s; loadavg start {loads['start']}, end {loads['end']})")
 
 

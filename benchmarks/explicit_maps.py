@@ -41,7 +41,7 @@ machine (``steps`` column); all rows are compared per body-step. N-scaling: N = 
 N = 1e6 the step count is cut (tops 200 -> 20, rigid bodies 100 -> 10) to keep the run short.
 
 Timing. Every JAX function is compiled ahead of time, ``jax.jit(fn).lower(y0).compile()``,
-two compilations at a time (``benchmarks.collective.compile_all``), before anything is
+two compilations at a time (``_harness.compile_all``), before anything is
 timed; ``compile`` is that trace + lower + XLA compile time (what the first call of a jitted
 function costs on top of a later one). numba is compiled by a first call on two bodies, and
 that call's time is its ``compile``. Then each compiled function is called: the first call
@@ -66,38 +66,21 @@ Output: fixed-width tables on stdout, ``explicit_maps.json`` and ``explicit_maps
 
 from __future__ import annotations
 
-import argparse
-import gc
-import io
-import json
-import os
 import resource
-import statistics
-import sys
-import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _harness import (  # first: float64 and the Agg backend
+    arg_parser, compile_all, elapsed, loadavg, log, machine_line, metadata, plt, print_table,
+    start, time_calls, write_json, write_png,
+)
 
-import jax  # noqa: E402
+import diffrax
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numba
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-
-import lpjax  # noqa: E402
-from benchmarks.collective import compile_all  # noqa: E402
-from benchmarks.rigid_body import atomic_write_bytes  # noqa: E402
-from benchmarks.rigid_body import metadata as _rigid_body_metadata  # noqa: E402
+import lpjax
 
 SEED = 20240917
 INERTIA = (1.0, 2.0, 3.0)
@@ -125,46 +108,11 @@ CONFIG = {  # per system: dt; steps of the map (N < 1e6 and N >= 1e6) and of GL4
 BIG_N = 1_000_000  # from this N on, the map runs big_N_steps steps
 
 
-def loadavg():
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-
-
-# ----------------------------------------------------------------------------- timing
-
-
 def time_call(call, budget_s: float, long_call_s: float):
-    """Median wall time of repeated ``call()`` (each blocks until its result is ready).
-
-    The first call is a warm-up and is discarded, unless it took longer than ``long_call_s``:
-    then it is the single sample. Otherwise calls are repeated (at least one, at most
-    ``MAX_REPEATS``) while their total stays under ``budget_s``.
-    """
-    gc.collect()
-    gc.disable()
-    walls, cpus, first, single = [], [], None, False
-    try:
-        t, c = time.perf_counter(), time.process_time()
-        out = call()
-        first = time.perf_counter() - t
-        if first > long_call_s:
-            walls, cpus, single = [first], [time.process_time() - c], True
-        while not single:
-            t, c = time.perf_counter(), time.process_time()
-            out = call()
-            walls.append(time.perf_counter() - t)
-            cpus.append(time.process_time() - c)
-            if len(walls) >= MAX_REPEATS or sum(walls) + walls[-1] > budget_s:
-                break
-    finally:
-        gc.enable()
-    return out, {
-        "time_s": statistics.median(walls),
-        "time_min_s": min(walls),
-        "first_call_s": first,
-        "n_timed_calls": len(walls),
-        "single_long_call": single,
-        "cpu_over_wall": sum(cpus) / max(sum(walls), 1e-12),
-    }
+    """:func:`_harness.time_calls` with up to ``MAX_REPEATS`` calls, without the list of times."""
+    out, st = time_calls(call, budget_s, MAX_REPEATS, long_call_s)
+    del st["timed_calls_s"]
+    return out, st
 
 
 # ----------------------------------------------------------------------------- JAX layouts
@@ -453,19 +401,17 @@ class Problem:
 # ----------------------------------------------------------------------------- output
 
 
-def print_table(P: Problem, rows, agreement, drifts, extra, N: int, compile_wall: float, n_jobs: int) -> None:
-    hdr = (f"{'method':<40}{'layout':>8}{'N':>8}{'steps':>6}{'body-steps/s':>13}"
-           f"{'ns/b-step':>11}{'ratio':>8}{'compile[s]':>11}{'cpu/wall':>9}{'cpu ns/b-s':>11}"
-           f"{'cpu ratio':>10}  note")
-    print(f"\n{P.title}: N = {N}, dt = {P.dt}, chunk = {P.chunk}, float64, "
-          f"{jax.default_backend().upper()}, {os.cpu_count()} CPUs")
-    print(hdr)
-    print("-" * len(hdr))
-    for r in rows:
-        print(f"{r['method']:<40}{r['layout']:>8}{r['N']:8d}{r['steps']:6d}{r['throughput']:13.3e}"
-              f"{r['ns_per_body_step']:11.1f}{r['ratio']:8.3g}{r['compile_s']:11.2f}"
-              f"{r['cpu_over_wall']:9.2f}{r['cpu_ns_per_body_step']:11.1f}{r['cpu_ratio']:10.3g}  {r['note']}")
-    print("-" * len(hdr))
+COLUMNS = [
+    ("method", -40, "method"), ("layout", 8, "layout"), ("N", 8, "N"), ("steps", 6, "steps"),
+    ("body-steps/s", 13, "throughput:.3e"), ("ns/b-step", 11, "ns_per_body_step:.1f"), ("ratio", 8, "ratio:.3g"),
+    ("compile[s]", 11, "compile_s:.2f"), ("cpu/wall", 9, "cpu_over_wall:.2f"),
+    ("cpu ns/b-s", 11, "cpu_ns_per_body_step:.1f"), ("cpu ratio", 10, "cpu_ratio:.3g"), ("note", -4, "note"),
+]
+
+
+def print_results(P: Problem, rows, agreement, drifts, extra, N: int, compile_wall: float, n_jobs: int) -> None:
+    print(f"\n{P.title}: N = {N}, dt = {P.dt}, chunk = {P.chunk}, {machine_line()}")
+    print_table(COLUMNS, rows)
     print(f"ratio = throughput / throughput(numba loop, same map, same N, this run) = "
           f"{rows[0]['throughput']:.3e} body-steps/s: >1 faster than numba, <1 slower. "
           f"cpu ns/b-s = process CPU time per body-step (all threads); cpu ratio = numba's / this "
@@ -487,21 +433,18 @@ def print_table(P: Problem, rows, agreement, drifts, extra, N: int, compile_wall
 
 
 def print_scaling(P: Problem, scaling) -> None:
-    variants = [v for v in SCALING_STYLE if any(s["variant"] == v for s in scaling)]
     print(f"\nN-scaling, {P.title}, {P.map_name}, dt = {P.dt}, chunk = {P.chunk}: "
           f"ns per body-step [ratio to numba]")
-    hdr = f"{'N':>9}{'steps':>7}" + "".join(f"{v:>25}" for v in variants)
-    print(hdr)
-    print("-" * len(hdr))
-    for N in sorted({s["N"] for s in scaling}):
-        pts = {s["variant"]: s for s in scaling if s["N"] == N}
-        ref = pts["numba"]["throughput"]
-        line = f"{N:9d}{pts['numba']['steps']:7d}"
-        for v in variants:
+    by_N = [{s["variant"]: s for s in scaling if s["N"] == N} for N in sorted({s["N"] for s in scaling})]
+
+    def cell(v):
+        def text(pts):
             s = pts.get(v)
-            line += f"{s['ns_per_body_step']:14.1f} [{s['throughput'] / ref:7.3g}]" if s else f"{'-':>25}"
-        print(line)
-    print("-" * len(hdr))
+            return f"{s['ns_per_body_step']:.1f} [{s['throughput'] / pts['numba']['throughput']:7.3g}]" if s else "-"
+        return (v, 25, text)
+
+    print_table([("N", 9, lambda pts: str(pts["numba"]["N"])), ("steps", 7, lambda pts: str(pts["numba"]["steps"]))]
+                + [cell(v) for v in SCALING_STYLE if any(s["variant"] == v for s in scaling)], by_N)
     big = [s for s in scaling if s["N"] >= BIG_N]
     if big:
         print(f"N >= {BIG_N}: {big[0]['steps']} steps instead of {P.map_steps} (to keep the run short).")
@@ -516,7 +459,7 @@ SCALING_STYLE = {
 }
 
 
-def make_plot(problems, path: Path, chunk: int, mode: str) -> None:
+def make_plot(problems, path, chunk: int, mode: str) -> None:
     fig, axes = plt.subplots(1, len(problems), figsize=(6.6 * len(problems), 6.0), squeeze=False)
     for ax, (P, rows, scaling) in zip(axes[0], problems):
         for v, style in SCALING_STYLE.items():
@@ -543,25 +486,22 @@ def make_plot(problems, path: Path, chunk: int, mode: str) -> None:
     fig.suptitle(f"Ensemble throughput, float64, CPU wall times on this machine ({mode} run; "
                  f"numba = single-thread loop, bodies outside, steps inside)", fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_png(fig, path, dpi=130)
 
 
 # ----------------------------------------------------------------------------- main
 
 
-def run_problem(P: Problem, cfg: dict, log) -> dict:
+def run_problem(P: Problem, cfg: dict) -> dict:
     N, n_map, n_c = cfg["N"], P.map_steps, P.cont_steps
     budget, long_s = cfg["repeat_budget_s"], cfg["long_call_s"]
     y0_np = initial_states(P.kind, N)
     y0 = jnp.asarray(y0_np)
 
     # numba: compiled by a first call on two bodies
-    t = time.perf_counter()
+    t = elapsed()
     P.numba_run(y0_np[:2], 1)
-    numba_compile = time.perf_counter() - t
+    numba_compile = elapsed() - t
 
     # every JAX function of this system, compiled ahead of time before anything is timed
     jobs = []
@@ -589,9 +529,9 @@ def run_problem(P: Problem, cfg: dict, log) -> dict:
                          fn=jax.vmap(lambda y: lpjax.integrate(P.system, P.method, y, P.dt, n_map,
                                                                save_every=n_map, throw=False).stats)))
     log(f"{P.kind}: compiling {len(jobs)} JAX functions ahead of time, 2 at a time")
-    t = time.perf_counter()
+    t = elapsed()
     compile_all(jobs)
-    compile_wall = time.perf_counter() - t
+    compile_wall = elapsed() - t
     log(f"{P.kind}: compiled in {compile_wall:.1f} s")
 
     rows, finals, scaling = [], {}, []
@@ -637,7 +577,7 @@ def run_problem(P: Problem, cfg: dict, log) -> dict:
                  "iterations_run": P.method.max_iters, "sample_bodies": job["N"],
                  "max_final_residual": float(np.max(stats["max_residual"])),
                  "num_failed_steps": int(np.sum(stats["num_failed_steps"]))}
-    print_table(P, rows, agreement, drifts, extra, N, compile_wall, len(jobs))
+    print_results(P, rows, agreement, drifts, extra, N, compile_wall, len(jobs))
 
     # N-scaling: the main-N rows are the N = cfg["N"] points
     def add_point(key, Ns, steps, st, compile_s):
@@ -673,53 +613,35 @@ def run_problem(P: Problem, cfg: dict, log) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller ensembles (well under a minute)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
-                    help="output directory (default: benchmarks/results/)")
+    ap = arg_parser(__doc__, "smaller ensembles (well under a minute)")
     ap.add_argument("--chunk", type=int, default=DEFAULT_CHUNK,
                     help=f"bodies per chunk of the chunked layout (default {DEFAULT_CHUNK})")
     args = ap.parse_args()
     if args.chunk < 1:
         ap.error("--chunk must be >= 1")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if args.quick else "full"
     cfg = CONFIG[mode]
-
-    t_start = time.perf_counter()
+    start()
     loads = {"start": loadavg()}
-
-    def log(msg):
-        print(f"  [{time.perf_counter() - t_start:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     results, problems = {}, []
     for kind in ("top", "rb"):
         P = Problem(kind, cfg, args.chunk)
-        results[kind] = res = run_problem(P, cfg, log)
+        results[kind] = res = run_problem(P, cfg)
         loads[f"after_{kind}"] = loadavg()
         problems.append((P, res["rows"], res["scaling"]))
 
-    total = time.perf_counter() - t_start
-    loads["end"] = loadavg()
-    meta_rb = _rigid_body_metadata(args.quick)
-    meta = {k: meta_rb[k] for k in (
-        "date_utc", "versions", "platform", "machine", "processor", "cpu_count",
-        "cpu_affinity_count", "jax_backend", "jax_devices", "git_commit")}
-    meta["versions"].pop("scipy", None)  # not used here
+    meta = metadata("explicit maps: ensemble throughput against a numba loop", mode,
+                    (diffrax, np, numba, matplotlib), loads,
+                    "os.getloadavg() at the start, after each system and at the end; the machine has "
+                    "2 cores and other processes may run at the same time, which slows and adds noise "
+                    "to every wall time (see cpu_over_wall < 1)")
     meta.update({
-        "benchmark": "explicit maps: ensemble throughput against a numba loop",
-        "mode": mode,
         "seed": SEED,
         "chunk": args.chunk,
         "N": cfg["N"],
         "scaling_N": cfg["scaling_N"],
-        "total_benchmark_wall_s": total,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "loadavg_1_5_15min": dict(loads, note=(
-            "os.getloadavg() at the start, after each system and at the end; the machine has "
-            "2 cores and other processes may run at the same time, which slows and adds noise "
-            "to every wall time (see cpu_over_wall < 1)")),
         "timing_note": (
             "Wall-clock times of CPU runs on this machine (not portable). Every JAX function is "
             "compiled ahead of time (jax.jit(fn).lower(y0).compile(), 2 compilations at a time) "
@@ -763,11 +685,11 @@ def main() -> None:
         },
     })
     doc = {"metadata": meta, "results": results}
-    json_path = out / "explicit_maps.json"
-    atomic_write_bytes(json_path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
-    png_path = out / "explicit_maps.png"
+    json_path, png_path = args.out / "explicit_maps.json", args.out / "explicit_maps.png"
+    write_json(json_path, doc)
     make_plot(problems, png_path, args.chunk, mode)
-    print(f"\nwrote {json_path} and {png_path}  (total {total:.1f} s; peak RSS "
+    loads = meta["loadavg_1_5_15min"]
+    print(f"\nwrote {json_path} and {png_path}  (total {meta['total_benchmark_wall_s']:.1f} s; peak RSS "
           f"{meta['peak_rss_mib']:.0f} MiB; loadavg 1/5/15 min start "
           f"{[round(x, 2) for x in loads['start']]}, end {[round(x, 2) for x in loads['end']]})")
 

@@ -4,7 +4,7 @@
 
 Problem: Euler top ``dM/dt = M x (I^-1 M)``, inertia (1, 2, 3), M0 = (1, 0.5, 0.8),
 t in [0, 100]; error measured at t = 100 against the closed-form Jacobi-elliptic
-solution ``tests.reference.euler_top_exact``.
+solution ``lpjax.exact.euler_top_exact``.
 
 Methods (all float64 on this machine's CPU):
 
@@ -21,47 +21,35 @@ calls after ``jax.block_until_ready`` (median of up to 7 calls, fewer for slow o
 ``ratio`` = time / time(lpjax RK4, dt = 0.01) measured in the same run, so every row
 shares one reference.
 
+Before the sweep, ``lpjax.integrate`` itself (GL4, dt = 0.01, 10 000 steps, every step
+saved, no ``jax.jit`` on the user side) is called twice: the first call traces, compiles
+and runs; the second, with a new ``y0`` of the same shape, reuses the compiled code.
+
 Output: a fixed-width table on stdout, ``rigid_body.json`` and ``rigid_body.png`` in the
 output directory (written atomically).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import gc
-import json
-import os
-import platform
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
+from _harness import (  # first: float64 and the Agg backend
+    arg_parser, elapsed, loadavg, log, machine_line, metadata, n_steps, plt, print_table,
+    retime_reference, start, time_calls, write_json, write_png,
+)
+
+import diffrax
 import jax
+import jax.numpy as jnp
+import matplotlib
+import numba
+import numpy as np
+import scipy
+from scipy.integrate import solve_ivp
 
-jax.config.update("jax_enable_x64", True)
-
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy  # noqa: E402
-from scipy.integrate import solve_ivp  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-import lpjax  # noqa: E402
-from lpjax.systems import rigid_body  # noqa: E402
-from tests.reference import euler_top_energy_casimir, euler_top_exact  # noqa: E402
+import lpjax
+from lpjax.exact import euler_top_energy_casimir, euler_top_exact
+from lpjax.systems import rigid_body
 
 INERTIA = np.array([1.0, 2.0, 3.0])
 M0 = np.array([1.0, 0.5, 0.8])
@@ -76,103 +64,48 @@ QUICK_TOLS = [1e-6, 1e-10]
 ROUNDOFF_FLOOR = 1e-13  # errors below this are at roundoff / reference accuracy
 PLOT_FLOOR = 1e-17  # exact zeros are drawn here on the log axes
 
-MAX_REPEATS = 7
-REPEAT_BUDGET_S = 0.5
-
-
-# ----------------------------------------------------------------------------- timing
-
-
-def timed_repeats(fn, max_repeats: int = MAX_REPEATS, budget_s: float = REPEAT_BUDGET_S):
-    """Wall times of repeated ``fn()`` calls: at least one, at most ``max_repeats``,
-    stopping once another call would push the total over ``budget_s``."""
-    times = []
-    gc.collect()
-    gc.disable()
-    try:
-        while True:
-            t = time.perf_counter()
-            out = fn()
-            times.append(time.perf_counter() - t)
-            if len(times) >= max_repeats or sum(times) + times[-1] > budget_s:
-                break
-    finally:
-        gc.enable()
-    return out, times
-
-
-def time_calls(fn, compiled: bool):
-    """Time ``fn()``: the first call separately, then the median of the later calls.
-
-    Returns ``(result, run_s, first_s, n_repeats, min_s, times)``. At least one call after
-    the first is timed; more (up to ``MAX_REPEATS``) while their total stays under
-    ``REPEAT_BUDGET_S``. ``compiled=False`` (no JIT) still discards the first call.
-    """
-    gc.collect()
-    t = time.perf_counter()
-    fn()
-    first = time.perf_counter() - t
-    out, times = timed_repeats(fn)
-    return out, statistics.median(times), first, len(times), min(times), times
+INTEGRATE_Y0S = (M0, np.array([0.8, -0.6, 0.9]))  # first and second call of lpjax.integrate
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 # ----------------------------------------------------------------------------- runners
+# Each returns (final state, steps, nfev or None, timing stats, extra, the timed call).
 
 
-def n_steps_for(dt: float) -> int:
-    n = int(round(T1 / dt))
-    if abs(n * dt - T1) > 1e-9 * T1:
-        raise ValueError(f"dt = {dt} does not divide T1 = {T1}")
-    return n
-
-
-def run_lpjax(system, method, dt: float, keep_fn: bool = False):
-    n = n_steps_for(dt)
-    y0 = jnp.asarray(M0)
+def run_lpjax(system, method, dt: float):
+    n = n_steps(T1, dt)
 
     @jax.jit
     def solve(y0):
         sol = lpjax.integrate(system, method, y0, dt, n, save_every=n)
         return sol.ys[-1], sol.stats
 
-    fn = lambda: jax.block_until_ready(solve(y0))  # noqa: E731
-    (yT, stats), run, first, reps, tmin, times = time_calls(fn, compiled=True)
+    call = lambda y0=jnp.asarray(M0): jax.block_until_ready(solve(y0))  # noqa: E731
+    (yT, stats), st = time_calls(call)
     extra = {k: np.asarray(v).item() for k, v in stats.items()}
-    extra["time_min_s"] = tmin
     if hasattr(method, "max_iters"):
         extra["solver_iterations_run_per_step"] = method.max_iters
-    if keep_fn:
-        extra["_fn"], extra["_times"] = fn, times
-    return np.asarray(yT), run, first, reps, n, extra
+    return np.asarray(yT), n, 4 * n if isinstance(method, lpjax.RK4) else None, st, extra, call
 
 
 def run_diffrax(system, solver, tol: float):
     term = diffrax.ODETerm(lambda t, y, args: system.vector_field(y))
-    controller = diffrax.PIDController(rtol=tol, atol=tol)
-    y0 = jnp.asarray(M0)
 
     @jax.jit
     def solve(y0):
         sol = diffrax.diffeqsolve(
-            term,
-            solver,
-            t0=0.0,
-            t1=T1,
-            dt0=None,
-            y0=y0,
-            stepsize_controller=controller,
-            saveat=diffrax.SaveAt(t1=True),
-            max_steps=500_000,
+            term, solver, t0=0.0, t1=T1, dt0=None, y0=y0,
+            stepsize_controller=diffrax.PIDController(rtol=tol, atol=tol),
+            saveat=diffrax.SaveAt(t1=True), max_steps=500_000,
         )
         return sol.ys[-1], sol.stats, sol.result == diffrax.RESULTS.successful
 
-    fn = lambda: jax.block_until_ready(solve(y0))  # noqa: E731
-    (yT, stats, ok), run, first, reps, tmin, _ = time_calls(fn, compiled=True)
+    call = lambda y0=jnp.asarray(M0): jax.block_until_ready(solve(y0))  # noqa: E731
+    (yT, stats, ok), st = time_calls(call)
     if not bool(ok):
         raise RuntimeError(f"diffrax {type(solver).__name__} failed at tol={tol}")
     extra = {k: int(v) for k, v in stats.items()}
-    extra["time_min_s"] = tmin
-    return np.asarray(yT), run, first, reps, extra["num_steps"], extra
+    return np.asarray(yT), extra["num_steps"], None, st, extra, call
 
 
 def _numpy_rhs(t, M):
@@ -181,12 +114,12 @@ def _numpy_rhs(t, M):
 
 
 def run_scipy(tol: float):
-    fn = lambda: solve_ivp(_numpy_rhs, (0.0, T1), M0, method="DOP853", rtol=tol, atol=tol)  # noqa: E731
-    sol, run, first, reps, tmin, _ = time_calls(fn, compiled=False)
+    call = lambda: solve_ivp(_numpy_rhs, (0.0, T1), M0, method="DOP853", rtol=tol, atol=tol)  # noqa: E731
+    sol, st = time_calls(call)
     if not sol.success:
         raise RuntimeError(f"scipy DOP853 failed at tol={tol}: {sol.message}")
-    extra = {"nfev": int(sol.nfev), "num_accepted_steps": int(len(sol.t) - 1), "time_min_s": tmin}
-    return sol.y[:, -1].copy(), run, first, reps, len(sol.t) - 1, extra
+    steps = len(sol.t) - 1
+    return sol.y[:, -1].copy(), steps, sol.nfev, st, {"nfev": int(sol.nfev), "num_accepted_steps": steps}, call
 
 
 @numba.njit(cache=False, fastmath=False)
@@ -225,91 +158,68 @@ def _numba_rk4(M0, inertia, dt, n):
 
 
 def run_numba(dt: float):
-    n = n_steps_for(dt)
-    fn = lambda: _numba_rk4(M0, INERTIA, dt, n)  # noqa: E731
-    yT, run, first, reps, tmin, _ = time_calls(fn, compiled=True)
-    return yT, run, first, reps, n, {"time_min_s": tmin}
+    n = n_steps(T1, dt)
+    call = lambda: _numba_rk4(M0, INERTIA, dt, n)  # noqa: E731
+    yT, st = time_calls(call)
+    return yT, n, 4 * n, st, {}, call
+
+
+def integrate_first_vs_second(system) -> dict:
+    """Wall time of ``lpjax.integrate``'s first call (trace + compile + run) and of a second
+    call with a new ``y0`` (same shape), without ``jax.jit`` on the user side; both end with
+    ``jax.block_until_ready``. XLA compilations are counted with ``jax.monitoring``."""
+    method, dt, n = lpjax.GaussLegendre(2), 0.01, 10_000
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, *a, **k: compiles.append(event) if event == COMPILE_EVENT else None)
+    out = {"call": "lpjax.integrate(rigid_body(I), GaussLegendre(2), y0, 0.01, 10000) (save_every=1)"}
+    for which, y0 in zip(("first", "second"), INTEGRATE_Y0S):
+        n_before = len(compiles)
+        t = time.perf_counter()
+        sol = jax.block_until_ready(lpjax.integrate(system, method, y0, dt, n))
+        out[f"{which}_call_s"] = time.perf_counter() - t
+        out[f"{which}_call_xla_compilations"] = len(compiles) - n_before
+        out[f"{which}_y0"] = y0.tolist()
+        out[f"{which}_err_M"] = float(np.max(np.abs(np.asarray(sol.ys[-1]) - euler_top_exact(INERTIA, y0, [T1])[0])))
+    out["first_over_second"] = out["first_call_s"] / out["second_call_s"]
+    log(f"lpjax.integrate GL4 dt=0.01 10000 steps: first call {out['first_call_s']:.3f} s, "
+        f"second (new y0) {out['second_call_s'] * 1e3:.2f} ms")
+    return out
 
 
 # ----------------------------------------------------------------------------- output
 
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; use the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def fmt_e(x, width=9):
-    return f"{x:{width}.2e}" if x is not None else " " * (width - 1) + "-"
+COLUMNS = [
+    ("method", -16, "method"), ("setting", 11, "setting"), ("steps", 8, "steps"), ("nfev", 9, "nfev"),
+    ("max|dM|", 10, "err_M:.2e"), ("rel dC", 10, "rel_err_casimir:.2e"), ("rel dE", 10, "rel_err_energy:.2e"),
+    ("time[ms]", 10, lambda r: f"{r['time_s'] * 1e3:.3f}"), ("ratio", 9, "ratio:.3g"),
+    ("compile[s]", 11, "compile_s:.2f"), ("note", -4, "note"),
+]
+STYLES = {
+    "lpjax GL2": ("C0", "o"),
+    "lpjax GL4": ("C1", "o"),
+    "lpjax GL6": ("C2", "o"),
+    "lpjax RK4": ("C3", "s"),
+    "numba RK4": ("C7", "s"),
+    "diffrax Tsit5": ("C4", "^"),
+    "diffrax Kvaerno5": ("C5", "v"),
+    "scipy DOP853": ("C6", "D"),
+}
 
 
-def print_table(rows, ref_time) -> None:
-    hdr = (
-        f"{'method':<16}{'setting':>11}{'steps':>8}{'nfev':>9}"
-        f"{'max|dM|':>10}{'rel dC':>10}{'rel dE':>10}"
-        f"{'time[ms]':>10}{'ratio':>9}{'compile[s]':>11}  note"
-    )
-    print(hdr)
-    print("-" * len(hdr))
-    last = None
-    for r in rows:
-        if last is not None and r["method"] != last:
-            print()
-        last = r["method"]
-        comp = f"{r['compile_s']:11.2f}" if r["compile_s"] is not None else f"{'n/a':>11}"
-        nfev = f"{r['nfev']:9d}" if r["nfev"] is not None else f"{'-':>9}"
-        print(
-            f"{r['method']:<16}{r['setting']:>11}{r['steps']:8d}{nfev}"
-            f" {fmt_e(r['err_M'])} {fmt_e(r['rel_err_casimir'])} {fmt_e(r['rel_err_energy'])}"
-            f"{r['time_s'] * 1e3:10.3f}{r['ratio']:9.3g}{comp}  {r['note']}"
-        )
-    print("-" * len(hdr))
-    print(
-        f"time = median wall time of the 2nd+ call (after block_until_ready), CPU; "
-        f"ratio = time / time(lpjax RK4, dt={REF_DT}) = {ref_time * 1e3:.3f} ms in this run."
-    )
-    print(
-        "compile = first-call wall time minus the steady-state time (JIT; numba: first-call "
-        "compile). rel dC, rel dE: |X(T) - X(0)| / |X(0)| for |M|^2 and energy at t = 100."
-    )
-
-
-def make_plot(rows, path: Path, title: str) -> None:
-    styles = {
-        "lpjax GL2": ("C0", "o"),
-        "lpjax GL4": ("C1", "o"),
-        "lpjax GL6": ("C2", "o"),
-        "lpjax RK4": ("C3", "s"),
-        "numba RK4": ("C7", "s"),
-        "diffrax Tsit5": ("C4", "^"),
-        "diffrax Kvaerno5": ("C5", "v"),
-        "scipy DOP853": ("C6", "D"),
-    }
+def make_plot(rows, path, title: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
-    methods = list(dict.fromkeys(r["method"] for r in rows if not r.get("is_reference")))
+    methods = list(dict.fromkeys(r["method"] for r in rows if not r["is_reference"]))
     for ax, key, ylabel in (
         (axes[0], "err_M", "max |M(100) - M_exact(100)|"),
         (axes[1], "rel_err_casimir", "relative Casimir error |ΔC| / C,  C = |M|²"),
     ):
         for m in methods:
-            pts = [r for r in rows if r["method"] == m and not r.get("is_reference")]
-            x = [r["time_s"] for r in pts]
-            y = [max(r[key], PLOT_FLOOR) for r in pts]
-            color, marker = styles.get(m, ("k", "x"))
+            pts = [r for r in rows if r["method"] == m and not r["is_reference"]]
+            color, marker = STYLES.get(m, ("k", "x"))
             dashed = m.startswith("numba") or m.startswith("scipy")
-            ax.loglog(x, y, marker=marker, color=color, ls="--" if dashed else "-", label=m, ms=5)
+            ax.loglog([r["time_s"] for r in pts], [max(r[key], PLOT_FLOOR) for r in pts], marker=marker,
+                      color=color, ls="--" if dashed else "-", label=m, ms=5)
         if any(r[key] < PLOT_FLOOR for r in rows):
             ax.axhline(PLOT_FLOOR, color="0.7", lw=0.8, ls=":")
         ax.set_xlabel("wall time of 2nd call [s] (CPU, this machine)")
@@ -324,59 +234,20 @@ def make_plot(rows, path: Path, title: str) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=130)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_png(fig, path, dpi=130)
 
 
-def metadata(quick: bool) -> dict:
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        ).stdout.strip() or None
-    except Exception:
-        commit = None
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:
-        affinity = None
-    import equinox
-    import jaxlib
-
+def describe(mode: str, load_start) -> dict:
     return {
-        "benchmark": "rigid_body work-precision",
-        "mode": "quick" if quick else "full",
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": {
-            "python": platform.python_version(),
-            "lpjax": lpjax.__version__,
-            "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__,
-            "equinox": equinox.__version__,
-            "diffrax": diffrax.__version__,
-            "scipy": scipy.__version__,
-            "numpy": np.__version__,
-            "numba": numba.__version__,
-            "matplotlib": matplotlib.__version__,
-        },
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity_count": affinity,
-        "jax_backend": jax.default_backend(),
-        "jax_devices": [str(d) for d in jax.devices()],
-        "git_commit": commit,
+        **metadata("rigid_body work-precision", mode, (diffrax, scipy, np, numba, matplotlib),
+                   {"start": load_start}, "other processes on the machine add noise to wall times"),
         "problem": {
             "system": "free rigid body (Euler top), dM/dt = M x (I^-1 M)",
             "inertia": INERTIA.tolist(),
             "M0": M0.tolist(),
             "t0": 0.0,
             "t1": T1,
-            "reference": "tests.reference.euler_top_exact (Jacobi elliptic functions)",
+            "reference": "lpjax.exact.euler_top_exact (Jacobi elliptic functions)",
             "dtype": "float64",
         },
         "timing_note": (
@@ -397,6 +268,12 @@ def metadata(quick: bool) -> dict:
             "steps": "fixed: number of steps; diffrax: accepted + rejected steps; scipy: accepted steps",
             "nfev": "right-hand-side evaluations where exactly known (RK4: 4 per step; scipy: nfev)",
             "at_roundoff": f"err_M < {ROUNDOFF_FLOOR:g}: at roundoff / reference accuracy",
+            "integrate_first_vs_second_call": (
+                "lpjax.integrate called directly (no user jax.jit) before the sweep: wall time of "
+                "the first call (trace + compile + run) and of a second call with a new y0 of the "
+                "same shape, each ended by jax.block_until_ready; *_xla_compilations counts "
+                "backend compilations during the call (jax.monitoring); *_err_M is the error at "
+                "t = 100 against lpjax.exact"),
         },
         "settings": {
             "lpjax GaussLegendre": "default: solver='newton', max_iters=8, tol=256 eps",
@@ -411,29 +288,23 @@ def metadata(quick: bool) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sweep (~40 s)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"),
-                    help="output directory (default: benchmarks/results/)")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    dts = QUICK_DTS if args.quick else FULL_DTS
-    tols = QUICK_TOLS if args.quick else FULL_TOLS
-
-    t_start = time.perf_counter()
-    load_start = os.getloadavg() if hasattr(os, "getloadavg") else None
+    args = arg_parser(__doc__, "smaller sweep (~40 s)").parse_args()
+    mode = "quick" if args.quick else "full"
+    dts, tols = (QUICK_DTS, QUICK_TOLS) if args.quick else (FULL_DTS, FULL_TOLS)
+    start()
+    load_start = loadavg()
     system = rigid_body(jnp.asarray(INERTIA))
     exact = euler_top_exact(INERTIA, M0, np.array([0.0, T1]))[-1]
     E0, C0 = euler_top_energy_casimir(INERTIA, M0)
     # the JAX system's invariants agree with the independent NumPy ones
     assert abs(float(system.energy(jnp.asarray(M0))) - E0) < 1e-14
     assert abs(float(system.casimirs(jnp.asarray(M0))[0]) - C0) < 1e-14
+    integrate_calls = integrate_first_vs_second(system)  # first: nothing of it is compiled yet
 
     rows = []
 
-    def record(method, setting, res, nfev=None, is_reference=False):
-        yT, run, first, reps, steps, extra = res
+    def record(method, setting, res, is_reference=False):
+        yT, steps, nfev, st, extra, _ = res
         E, C = euler_top_energy_casimir(INERTIA, yT)
         err = float(np.max(np.abs(yT - exact)))
         rows.append({
@@ -444,90 +315,73 @@ def main() -> None:
             "err_M": err,
             "rel_err_casimir": float(abs(C - C0) / C0),
             "rel_err_energy": float(abs(E - E0) / E0),
-            "time_s": float(run),
-            "first_call_s": float(first),
-            "compile_s": None if method.startswith("scipy") else float(max(first - run, 0.0)),
-            "n_timed_calls": int(reps),
+            "time_s": st["time_s"],
+            "first_call_s": st["first_call_s"],
+            "compile_s": None if method.startswith("scipy") else max(st["first_call_s"] - st["time_s"], 0.0),
+            "n_timed_calls": st["n_timed_calls"],
             "at_roundoff": err < ROUNDOFF_FLOOR,
             "is_reference": is_reference,
             "note": "",
             "final_state": [float(v) for v in yT],
-            "extra": extra,
+            "extra": dict(extra, time_min_s=st["time_min_s"]),
         })
-        print(f"  [{time.perf_counter() - t_start:6.1f}s] {method:<16} {setting:>11}  "
-              f"err={err:.2e}  time={run * 1e3:.3f} ms", file=sys.stderr, flush=True)
+        log(f"{method:<16} {setting:>11}  err={err:.2e}  time={st['time_s'] * 1e3:.3f} ms")
+        return rows[-1]
 
-    # the common timing reference: compiled and timed first, re-timed at the end, and
-    # its time is the median over both batches (robust to a slow first batch)
-    ref_res = run_lpjax(system, lpjax.RK4(), REF_DT, keep_fn=True)
-    ref_fn, ref_times = ref_res[-1].pop("_fn"), ref_res[-1].pop("_times")
-    record("lpjax RK4", f"dt={REF_DT}", ref_res, nfev=4 * n_steps_for(REF_DT), is_reference=True)
-
-    lp_methods = [
-        ("lpjax GL2", lpjax.GaussLegendre(1)),
-        ("lpjax GL4", lpjax.GaussLegendre(2)),
-        ("lpjax GL6", lpjax.GaussLegendre(3)),
-        ("lpjax RK4", lpjax.RK4()),
-    ]
-    for name, method in lp_methods:
+    # the common timing reference: compiled and timed first, re-timed at the end
+    ref = run_lpjax(system, lpjax.RK4(), REF_DT)
+    ref_row = record("lpjax RK4", f"dt={REF_DT}", ref, is_reference=True)
+    for name, method in (("lpjax GL2", lpjax.GaussLegendre(1)), ("lpjax GL4", lpjax.GaussLegendre(2)),
+                         ("lpjax GL6", lpjax.GaussLegendre(3)), ("lpjax RK4", lpjax.RK4())):
         for dt in dts:
-            nfev = 4 * n_steps_for(dt) if name.endswith("RK4") else None
-            record(name, f"dt={dt:g}", run_lpjax(system, method, dt), nfev=nfev)
+            record(name, f"dt={dt:g}", run_lpjax(system, method, dt))
     for dt in dts:
-        record("numba RK4", f"dt={dt:g}", run_numba(dt), nfev=4 * n_steps_for(dt))
+        record("numba RK4", f"dt={dt:g}", run_numba(dt))
     for name, solver in (("diffrax Tsit5", diffrax.Tsit5()), ("diffrax Kvaerno5", diffrax.Kvaerno5())):
         for tol in tols:
             record(name, f"tol={tol:.0e}", run_diffrax(system, solver, tol))
     for tol in tols:
-        res = run_scipy(tol)
-        record("scipy DOP853", f"tol={tol:.0e}", res, nfev=res[-1]["nfev"])
+        record("scipy DOP853", f"tol={tol:.0e}", run_scipy(tol))
 
-    _, more = timed_repeats(ref_fn, max_repeats=15, budget_s=0.5)
-    ref_times = ref_times + more
-    ref_row = next(r for r in rows if r["is_reference"])
-    ref_row["time_s"] = ref_time = statistics.median(ref_times)
-    ref_row["n_timed_calls"] = len(ref_times)
+    ref_time = retime_reference(ref_row, ref[-1], ref[3]["timed_calls_s"])
     ref_row["compile_s"] = max(ref_row["first_call_s"] - ref_time, 0.0)
-    ref_row["extra"]["time_min_s"] = min(ref_times)
-    ref_row["extra"]["timed_calls_s"] = ref_times
     for r in rows:
         r["ratio"] = r["time_s"] / ref_time
-        notes = []
-        if r["is_reference"]:
-            notes.append("ratio reference")
+        ex = r["extra"]
+        notes = ["ratio reference"] if r["is_reference"] else []
         if r["at_roundoff"]:
             notes.append("err at roundoff")
-        ex = r["extra"]
-        if "num_rejected_steps" in ex and ex["num_rejected_steps"]:
+        if ex.get("num_rejected_steps"):
             notes.append(f"{ex['num_rejected_steps']} rejected")
         if "max_iterations" in ex and r["method"].startswith("lpjax GL"):
             notes.append(f"Newton its needed<={ex['max_iterations']} of "
                          f"{ex['solver_iterations_run_per_step']} run")
         r["note"] = ", ".join(notes)
 
-    # table: reference row first, then by method in sweep order
-    print()
-    print(f"Rigid body work-precision, inertia {INERTIA.tolist()}, M0 {M0.tolist()}, "
-          f"t in [0, {T1:g}] ({'quick' if args.quick else 'full'} sweep), float64, "
-          f"{jax.default_backend().upper()}, {os.cpu_count()} CPUs")
-    print_table(rows, ref_time)
+    print(f"\nRigid body work-precision, inertia {INERTIA.tolist()}, M0 {M0.tolist()}, "
+          f"t in [0, {T1:g}] ({mode} sweep), {machine_line()}")
+    print_table(COLUMNS, rows, group="method")
+    print(f"time = median wall time of the 2nd+ call (after block_until_ready), CPU; "
+          f"ratio = time / time(lpjax RK4, dt={REF_DT}) = {ref_time * 1e3:.3f} ms in this run.")
+    print("compile = first-call wall time minus the steady-state time (JIT; numba: first-call "
+          "compile). rel dC, rel dE: |X(T) - X(0)| / |X(0)| for |M|^2 and energy at t = 100.")
+    ic = integrate_calls
+    print(f"\n{ic['call']}, no user jax.jit, blocked with jax.block_until_ready:\n"
+          f"  first call  (trace + compile + run)  {ic['first_call_s']:9.3f} s  "
+          f"({ic['first_call_xla_compilations']} XLA compilations, err at t=100 {ic['first_err_M']:.1e})\n"
+          f"  second call (new y0, same shapes)    {ic['second_call_s']:9.3f} s  "
+          f"({ic['second_call_xla_compilations']} XLA compilations, err at t=100 {ic['second_err_M']:.1e})\n"
+          f"  first / second = {ic['first_over_second']:.0f}")
 
-    total = time.perf_counter() - t_start
-    doc = {"metadata": metadata(args.quick), "reference_time_s": ref_time,
-           "total_benchmark_wall_s": total, "rows": rows}
-    doc["metadata"]["total_benchmark_wall_s"] = total
-    doc["metadata"]["loadavg_1_5_15min"] = {
-        "start": list(load_start) if load_start else None,
-        "end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "note": "other processes on the machine add noise to wall times",
-    }
-    json_path = out / "rigid_body.json"
-    atomic_write_bytes(json_path, (json.dumps(doc, indent=2, allow_nan=False) + "\n").encode())
-    png_path = out / "rigid_body.png"
-    make_plot(rows, png_path,
+    meta = describe(mode, load_start)
+    total = meta["total_benchmark_wall_s"]
+    doc = {"metadata": meta, "reference_time_s": ref_time, "total_benchmark_wall_s": total,
+           "integrate_first_vs_second_call": integrate_calls, "rows": rows}
+    write_json(args.out / "rigid_body.json", doc)
+    make_plot(rows, args.out / "rigid_body.png",
               f"Free rigid body, I = (1, 2, 3), M0 = (1, 0.5, 0.8), t ∈ [0, 100]; "
-              f"float64 CPU wall times on this machine ({'quick' if args.quick else 'full'} sweep)")
-    print(f"\nwrote {json_path} and {png_path}  (total {total:.1f} s)")
+              f"float64 CPU wall times on this machine ({mode} sweep)")
+    print(f"\nwrote {args.out / 'rigid_body.json'} and {args.out / 'rigid_body.png'}  (total {total:.1f} s)")
 
 
 if __name__ == "__main__":

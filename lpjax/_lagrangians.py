@@ -50,7 +50,6 @@ class SurisLagrangeTopLagrangian(eqx.Module):
     moving: bool = eqx.field(static=True)
 
     def __call__(self, W, a, dt):
-        n = W.shape[-1]
         kinetic = -self.alpha / dt * _tr_log(W)
         if self.moving:  # (6.16): A = e_n and the state vector is P_k
             WA = W[:, -1]

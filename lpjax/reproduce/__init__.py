@@ -28,8 +28,8 @@ from ._common import (
     FIGURES as FIGURES,
     JSON_NAME as JSON_NAME,
     movable_base_initial_state as movable_base_initial_state,
-    reproduce as reproduce,
 )
+from ._run import reproduce as reproduce
 from .seed002_fig3 import kida_sigmas as kida_sigmas
 from .seed002_fig6 import movable_base_sigmas as movable_base_sigmas
 

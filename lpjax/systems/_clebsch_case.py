@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import euclidean
 from .._system import AbstractClebschFlow, LiePoissonSystem
-from ._common import finite_array
+from .._checks import finite_array
 from ._heavy_top import _PNorm
 
 __all__ = ["clebsch_case", "ClebschHamiltonian", "ClebschFlowHamiltonian"]

@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import euclidean, se3
 from .._system import LiePoissonSystem
-from ._common import finite_array, positive_vector
+from .._checks import finite_array, positive_vector
 from ._rigid_body import RigidBodyHamiltonian, RigidBodyNHamiltonian
 
 __all__ = ["heavy_top", "heavy_top_n", "HeavyTopHamiltonian", "HeavyTopNHamiltonian"]

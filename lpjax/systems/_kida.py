@@ -9,7 +9,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import so21
 from .._system import LiePoissonSystem
-from ._common import finite_array
+from .._checks import finite_array
 
 __all__ = ["kida_vortex", "KidaHamiltonian", "kida_initial_state", "kida_mu_from_lambda_phi", "kida_lambda_phi_from_mu"]
 

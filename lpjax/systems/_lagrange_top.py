@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .._algebra import euclidean, so
 from .. import _small as sm
 from .._system import AbstractLagrangeTop, LiePoissonSystem
-from ._common import finite_array, positive_vector
+from .._checks import finite_array, positive_vector
 from ._heavy_top import _PNorm
 
 __all__ = ["lagrange_top", "LagrangeTopRestHamiltonian", "LagrangeTopMovingHamiltonian"]

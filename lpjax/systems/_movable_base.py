@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .. import _small as sm
 from .._algebra import se3_x_r3
 from .._system import LiePoissonSystem
-from ._common import finite_array, positive_vector
+from .._checks import finite_array, positive_vector
 
 __all__ = ["movable_base_top", "MovableBaseHamiltonian", "movable_base_mu"]
 

@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._algebra import LieAlgebra, euclidean, so
 from .._system import AbstractLiePoissonSystem
 from ._clebsch_case import ClebschFlowHamiltonian
-from ._common import finite_array
+from .._checks import finite_array
 
 __all__ = ["NeumannSystem", "neumann", "neumann_state", "neumann_coordinates"]
 

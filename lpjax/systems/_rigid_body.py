@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import so, so3
 from .._system import AbstractFreeRigidBody, LiePoissonSystem
-from ._common import positive_vector
+from .._checks import positive_vector
 
 __all__ = ["rigid_body", "rigid_body_n", "RigidBodyHamiltonian", "RigidBodyNHamiltonian"]
 
