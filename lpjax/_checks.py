@@ -24,6 +24,7 @@ __all__ = [
     "positive_vector",
     "finite_array",
     "finite_scalar",
+    "bracket_sign",
 ]
 
 
@@ -36,6 +37,13 @@ def positive_int(v, name: str) -> int:
     if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
         raise ValueError(f"{name} must be a positive integer (>= 1), got {v!r}")
     return int(v)
+
+
+def bracket_sign(sign) -> int:
+    """The sign of a Lie–Poisson bracket: ``+1`` or ``-1``."""
+    if isinstance(sign, bool) or sign not in (1, -1):
+        raise ValueError(f"sign must be +1 or -1, got {sign!r}")
+    return int(sign)
 
 
 def optional_tol(tol, name: str = "tol") -> Optional[float]:

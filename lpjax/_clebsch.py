@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from ._algebra import LieAlgebra
+from ._checks import bracket_sign
 from ._algebra._base import _Frozen
 from ._system import AbstractLiePoissonSystem, CanonicalSystem
 
@@ -34,12 +35,6 @@ __all__ = [
     "lift",
     "CollectiveHamiltonian",
 ]
-
-
-def _check_sign(sign: int) -> int:
-    if sign not in (1, -1):
-        raise ValueError(f"sign must be +1 or -1, got {sign!r}")
-    return int(sign)
 
 
 def _apply_momentum_map(c: Array, sign: int, z: Float[Array, " 2n"]) -> Float[Array, " n"]:
@@ -64,7 +59,7 @@ class _MomentumMap(eqx.Module):
 
 def momentum_map(algebra: LieAlgebra, sign: int = 1) -> Callable[[Array], Array]:
     """``z = (q, p) ↦ M±(q, p) = ∓ad*_q p`` (seed 002, eqs (6), (7), (10)); batched over ``z``."""
-    return _MomentumMap(algebra, _check_sign(sign))
+    return _MomentumMap(algebra, bracket_sign(sign))
 
 
 class CollectiveHamiltonian(eqx.Module):
@@ -254,7 +249,7 @@ def lift(
         raise ValueError(f"lift on {algebra.name}* expects mu of shape ({n},), got {mu.shape}")
     if not np.all(np.isfinite(np.asarray(mu))):
         raise ValueError("lift: mu must be finite")
-    sign = _check_sign(sign)
+    sign = bracket_sign(sign)
     c = jnp.asarray(algebra.structure_constants, dtype=mu.dtype)
     if q is not None:
         q = jnp.asarray(q, dtype=mu.dtype)

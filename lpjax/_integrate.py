@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from ._checks import is_traced
+from ._checks import is_traced, positive_int
 from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._system import AbstractSystem
 
@@ -71,9 +71,8 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every):
     if not isinstance(method, AbstractIntegrator):
         raise TypeError(f"method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
     method.check_system(system)
-    for name, v in (("n_steps", n_steps), ("save_every", save_every)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive Python integer, got {v!r}")
+    positive_int(n_steps, "n_steps")
+    positive_int(save_every, "save_every")
     if n_steps % save_every:
         raise ValueError(f"n_steps ({n_steps}) must be divisible by save_every ({save_every})")
     if jnp.ndim(dt) != 0:

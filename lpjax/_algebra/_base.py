@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._checks import bracket_sign
+
 __all__ = ["LieAlgebra"]
 
 
@@ -272,8 +274,7 @@ class LieAlgebra(eqx.Module):
 
     def poisson_tensor(self, mu: Float[Array, "... n"], sign: int = 1) -> Float[Array, "... n n"]:
         """(±) Lie–Poisson tensor ``Π_ij = ± c_ij^k mu_k`` (seed 002, eqs (1) and (9))."""
-        if sign not in (1, -1):
-            raise ValueError(f"sign must be +1 or -1, got {sign!r}")
+        sign = bracket_sign(sign)
         mu = jnp.asarray(mu)
         return sign * jnp.einsum("...k,ijk->...ij", mu, self._c(jnp.result_type(mu, jnp.float32)))
 

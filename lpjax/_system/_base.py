@@ -13,7 +13,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
 from .._algebra import LieAlgebra
-from .._checks import float_vector
+from .._checks import bracket_sign, float_vector
 
 __all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem"]
 
@@ -110,11 +110,9 @@ class LiePoissonSystem(AbstractLiePoissonSystem):
             raise TypeError(f"algebra must be a LieAlgebra, got {type(algebra).__name__}")
         if not callable(hamiltonian):
             raise TypeError("hamiltonian must be callable: mu -> scalar")
-        if sign not in (1, -1):
-            raise ValueError(f"sign must be +1 or -1, got {sign!r}")
         self.algebra = algebra
         self.hamiltonian = hamiltonian
-        self.sign = int(sign)
+        self.sign = bracket_sign(sign)
         self.casimir_fn = casimirs
         self.name = name
 
