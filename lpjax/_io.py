@@ -7,7 +7,7 @@ import os
 import tempfile
 from typing import Any, Callable
 
-__all__ = ["atomic_write", "atomic_write_json"]
+__all__ = ["atomic_write", "atomic_write_json", "require_matplotlib"]
 
 
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
@@ -44,3 +44,11 @@ def atomic_write_json(path: str, obj: Any) -> None:
             os.fsync(f.fileno())
 
     atomic_write(path, write)
+
+
+def require_matplotlib(who: str) -> None:
+    """Raise a clear ``ImportError`` before any work if matplotlib (the ``plot`` extra) is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError(f"{who} needs matplotlib: pip install 'lpjax[plot]'") from None

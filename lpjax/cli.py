@@ -10,7 +10,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ._io import atomic_write as _atomic_write
+from ._io import atomic_write as _atomic_write, require_matplotlib
 
 # name -> (factory of the system with default parameters, default initial state, summary)
 _SYSTEMS: dict[str, tuple[Callable, list, str]] = {
@@ -68,6 +68,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit(f"lpjax: unknown system {args.system!r}; choose one of {', '.join(_SYSTEMS)}")
     if not (args.dt > 0 and np.isfinite(args.dt)) or not (args.t1 > 0 and np.isfinite(args.t1)):
         raise SystemExit("lpjax: --dt and --t1 must be finite and > 0")
+    if args.plot:
+        try:
+            require_matplotlib("lpjax run --plot")
+        except ImportError as e:
+            raise SystemExit(f"lpjax: {e}") from None
     import jax
 
     jax.config.update("jax_enable_x64", True)

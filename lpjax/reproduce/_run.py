@@ -9,7 +9,7 @@ import os
 import time
 from typing import Callable, Iterable, Optional
 
-from .._io import atomic_write, atomic_write_json
+from .._io import atomic_write, atomic_write_json, require_matplotlib
 from . import seed002_fig1, seed002_fig2, seed002_fig3, seed002_fig5, seed002_fig6
 from ._common import _PAPER, _SEED, _SPECS, FIGURES, JSON_NAME, _n_steps, _Runs
 
@@ -56,6 +56,7 @@ def reproduce(
 
     import lpjax
 
+    require_matplotlib("lpjax.reproduce")
     figures = list(dict.fromkeys(figures))
     unknown = [f for f in figures if f not in _SPECS]
     if unknown:
