@@ -38,13 +38,8 @@ def _son_algebra(n: int) -> LieAlgebra:
 
 @functools.lru_cache(maxsize=None)
 def _indices(n: int):
-    """Upper-triangle index pairs and a gather map for hat: ``X = [0, x, -x][idx]``."""
-    iu, ju = np.triu_indices(n, 1)
-    d = len(iu)
-    idx = np.zeros((n, n), dtype=np.int32)
-    idx[iu, ju] = 1 + np.arange(d)
-    idx[ju, iu] = 1 + d + np.arange(d)
-    return iu, ju, idx
+    """Upper-triangle index pairs ``(i, j)``, ``i < j``, in the order of so(n) coordinates."""
+    return np.triu_indices(n, 1)
 
 
 def _n_from_dim(d: int) -> Optional[int]:
@@ -58,7 +53,7 @@ def _hat(x: Float[Array, "... d"], n: int) -> Float[Array, "... n n"]:
 
 def _vee(X: Float[Array, "... n n"]) -> Float[Array, "... d"]:
     """Upper-triangle entries of the skew part ``(X - Xᵀ)/2``."""
-    iu, ju, _ = _indices(X.shape[-1])
+    iu, ju = _indices(X.shape[-1])
     return 0.5 * (X[..., iu, ju] - X[..., ju, iu])
 
 
@@ -307,7 +302,7 @@ class SOn(AbstractMatrixLieGroup):
 
     def Ad(self) -> Float[Array, "... d d"]:
         """``Ad[(ij),(kl)] = R_ik R_jl - R_il R_jk`` (coordinates of ``R E_(kl) Rᵀ``)."""
-        iu, ju, _ = _indices(self.n)
+        iu, ju = _indices(self.n)
         I, J = iu[:, None], ju[:, None]
         K, L = iu[None, :], ju[None, :]
         R = self.R
