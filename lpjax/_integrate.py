@@ -36,8 +36,8 @@ class Solution(eqx.Module):
             (``gs.R`` has shape ``(n_save + 1, n, n)``), for methods run with
             ``reconstruct=True`` (see :class:`lpjax.AbstractGroupMap`); otherwise ``None``.
         stats: ``max_residual`` (worst implicit-equation residual at the last iteration of a
-            step's solve), ``max_iterations`` (most iterations any step needed to meet ``tol``),
-            ``num_failed_steps`` and ``num_steps``.
+            step's solve), ``max_iterations`` and ``mean_iterations`` (most and mean iterations
+            per step needed to meet ``tol``), ``num_failed_steps`` and ``num_steps``.
     """
 
     ts: Float[Array, " T"]
@@ -54,6 +54,7 @@ class _Carry(eqx.Module):
     result: RESULTS
     max_residual: Float[Array, ""]
     max_iterations: Int[Array, ""]
+    total_iterations: Int[Array, ""]
     num_failed: Int[Array, ""]
 
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
@@ -63,6 +64,7 @@ class _Carry(eqx.Module):
             RESULTS.where(self.result == RESULTS.successful, result, self.result),
             jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
             jnp.maximum(self.max_iterations, info.iterations.astype(jnp.int32)),
+            self.total_iterations + info.iterations.astype(jnp.int32),
             self.num_failed + failed.astype(jnp.int32),
         )
 
@@ -102,7 +104,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         return carry, method.save(system, carry.state)
 
     zero = jnp.zeros((), jnp.int32)
-    init = _Carry(state0, RESULTS.successful, jnp.zeros((), rdtype), zero, zero)
+    init = _Carry(state0, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
     n_save = n_steps // save_every
     carry, saved = jax.lax.scan(one_save, init, None, length=n_save)
     saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), method.save(system, state0), saved)
@@ -113,6 +115,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     stats = {
         "max_residual": carry.max_residual,
         "max_iterations": carry.max_iterations,
+        "mean_iterations": carry.total_iterations / n_steps,
         "num_failed_steps": carry.num_failed,
         "num_steps": jnp.asarray(n_steps, jnp.int32),
     }

@@ -7,12 +7,14 @@
   like it that way). ``update`` is the method's linear solve: a frozen-Jacobian inverse
   (simplified Newton), a preconditioner (fixed point) or :func:`newton_update`;
 * one meaning of ``tol``, a mixed absolute/relative test on the updates, as in optimistix
-  and diffrax: with ``e = max_i |Δz_i| / (atol + rtol |z_i|)`` (``rtol = atol = tol``; ``|z_i|``
-  or a larger reference magnitude the method gives, such as ``|y|`` for stage increments) for the
-  last update and the observed contraction rate ``θ`` of the last two, the solve has converged
-  when the estimated remaining error ``θ/(1 − θ) · e`` (``e`` itself if ``θ ≥ ½``) is ≤ 1
-  (Hairer & Wanner, IV.8; diffrax's ``VeryChord``). ``tol=None`` is 256 machine epsilons of
-  ``z``'s dtype. Otherwise the step reports ``RESULTS.implicit_solve_failed``;
+  and diffrax: with ``e = max_i |Δz_i| / (1 + |z_i|)`` (``|z_i|`` or a larger reference
+  magnitude the method gives, such as ``|y|`` for stage increments) for the last update and
+  the observed contraction rate ``θ`` of the last two, the solve is accepted when the estimated
+  remaining error ``θ/(1 − θ) · e`` (``e`` itself if ``θ ≥ ½``) is ≤ ``tol`` (Hairer & Wanner,
+  IV.8; diffrax's ``VeryChord``). ``tol=None`` is 256 machine epsilons of ``z``'s dtype.
+  Otherwise the step reports ``RESULTS.implicit_solve_failed``;
+* with ``early_exit`` the iteration stops once it has converged to roundoff or stalls, not as
+  soon as ``tol`` is met (see :func:`_iterate`); otherwise exactly ``max_iters`` updates run;
 * ``jax.lax.custom_root`` around the iteration, so ``jax.grad`` differentiates the exact root
   by the implicit function theorem (a dense solve with the Jacobian of ``residual``) and not
   through the iterations. This is the only module that calls ``custom_root``.
@@ -42,12 +44,14 @@ class AbstractImplicitMethod(AbstractIntegrator):
     """An integrator whose step solves implicit equations with :func:`implicit_solve`.
 
     ``max_iters`` (a positive integer) is the fixed number of iterations; ``tol`` (a finite
-    float > 0, or ``None`` for 256 machine epsilons) is the mixed tolerance on the last update.
-    Both are validated here, once for every implicit method.
+    float > 0, or ``None`` for 256 machine epsilons) is the mixed tolerance on the updates;
+    ``early_exit`` stops the iteration once converged instead of always running ``max_iters``.
+    ``max_iters`` and ``tol`` are validated here, once for every implicit method.
     """
 
     max_iters: eqx.AbstractVar[int]
     tol: eqx.AbstractVar[Optional[float]]
+    early_exit: eqx.AbstractVar[bool]
 
     def __check_init__(self):
         name = type(self).__name__
@@ -76,34 +80,48 @@ def _tangent_solve(g, r):
     return jnp.linalg.solve(J.reshape(m, m), r.reshape(m)).reshape(r.shape)
 
 
-def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale):
-    """``max_iters`` updates; returns ``z`` and the aux ``(iterations, error)``.
+def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, early_exit: bool):
+    """Up to ``max_iters`` updates; returns ``z`` and the aux ``(iterations, error)``.
 
-    ``error`` estimates the scaled error of the returned iterate from the last two updates
-    (Hairer & Wanner, *Solving ODEs II*, IV.8; diffrax's ``VeryChord``): with the scaled
-    update size ``e_k = max_i |Δz_i| / (atol + rtol |z_i|)`` and the observed contraction
-    rate ``θ = e_k / e_{k−1}``, the error left after the last update is about
-    ``θ/(1 − θ) · e_k``; it is ``e_k`` itself when ``θ ≥ ½`` (slow, stalled or diverging) or
-    after a single iteration. ``iterations`` counts the updates made up to the first whose
-    estimate was ≤ 1 (``max_iters + 1`` if none was).
+    With the relative update size ``e_k = max_i |Δz_i| / (1 + max(|z_i|, scale_i))`` and the
+    observed contraction rate ``θ = e_k / e_{k−1}``, the error left after the last update is
+    about ``θ/(1 − θ) · e_k``, or ``e_k`` itself when ``θ ≥ ½`` or after a single update
+    (Hairer & Wanner, *Solving ODEs II*, IV.8; diffrax's ``VeryChord``). ``error`` is that
+    estimate divided by ``tol``: the solve is accepted when it is ≤ 1.
+
+    With ``early_exit`` the loop (a ``while_loop``) runs until the estimate is at roundoff
+    (≤ ε of the dtype) or the updates stop shrinking (``θ ≥ 1``), as GNI codes iterate to
+    machine precision: stopping at ``tol`` instead leaves an error of one sign in every step,
+    which drifts the invariants linearly (measured: 1.3e-9 in the Casimir of the rigid body
+    after 10⁶ GL4 steps, against 7e-14). ``iterations`` is then the number of updates made;
+    without ``early_exit`` all ``max_iters`` updates run (a ``scan``) and ``iterations``
+    counts those needed to meet ``tol`` (``max_iters + 1`` if never met).
     """
+    eps = float(jnp.finfo(z0.dtype).eps)
 
-    def body(carry, k):
-        z, first, e_prev, _ = carry
+    def body(carry):
+        k, z, first, e_prev, _, _ = carry
         r = g(z)
         dz = update(r, z)
         z = z - dz
-        e = jnp.max(jnp.abs(dz) / (tol + tol * jnp.maximum(jnp.abs(z), scale)))
+        e = jnp.max(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
         theta = jnp.where(jnp.isfinite(e_prev), e / e_prev, 1.0)
         est = jnp.where(theta < 0.5, e * theta / (1 - theta), e)
-        first = jnp.where((est <= 1) & (first > max_iters), k + 1, first)
-        return (z, first, e, est), None
+        first = jnp.where((est <= tol) & (first > max_iters), k + 1, first)
+        done = (est <= eps) | ((k > 0) & ~(theta < 1))
+        return k + 1, z, first, e, est, done
 
-    init = (z0, jnp.asarray(max_iters + 1, jnp.int32), jnp.full((), jnp.inf, z0.dtype), jnp.zeros((), z0.dtype))
-    ks = jnp.arange(max_iters, dtype=jnp.int32)
-    (z, first, _, err), _ = jax.lax.scan(body, init, ks, unroll=unroll)
+    inf = jnp.full((), jnp.inf, z0.dtype)
+    init = (jnp.zeros((), jnp.int32), z0, jnp.asarray(max_iters + 1, jnp.int32), inf, inf, jnp.asarray(False))
+    if early_exit:
+        k, z, _, _, est, _ = jax.lax.while_loop(lambda c: (c[0] < max_iters) & ~c[5], body, init)
+        iterations = k
+    else:
+        (_, z, iterations, _, est, _), _ = jax.lax.scan(
+            lambda c, _: (body(c), None), init, None, length=max_iters, unroll=unroll
+        )
     # custom_root's JVP rule mishandles integer aux outputs: carry the count as a float
-    return z, (first.astype(z.dtype), err)
+    return z, (iterations.astype(z.dtype), est / tol)
 
 
 def implicit_solve(
@@ -115,6 +133,7 @@ def implicit_solve(
     max_iters: int,
     tol: Optional[float],
     implicit_diff: bool = True,
+    early_exit: bool = False,
     unroll: bool = True,
     scale: ArrayLike = 0.0,
 ) -> tuple[Array, Any, StepInfo]:
@@ -124,8 +143,10 @@ def implicit_solve(
     correction ``Δz`` for the residual ``r`` at ``z``. ``scale`` (broadcastable to ``z``) is
     a magnitude that the relative part of the test uses where it exceeds ``|z|``: the state
     ``y`` for stage increments ``Z``, whose stage values ``y + Z`` carry roundoff relative to
-    ``|y|``. ``implicit_diff=False`` differentiates through the unrolled iterations instead
-    (for testing the implicit gradient).
+    ``|y|``. ``early_exit=True`` stops at convergence to roundoff (a ``while_loop``: under
+    ``vmap`` every lane then iterates as long as the slowest, each keeping its own result);
+    ``False`` runs exactly ``max_iters`` updates. ``implicit_diff=False`` differentiates through the unrolled
+    iterations instead (for testing the implicit gradient; it implies ``early_exit=False``).
     """
     tol = default_tol(z0.dtype) if tol is None else tol
 
@@ -133,7 +154,8 @@ def implicit_solve(
         return residual(z, args)
 
     def solve(g_, z_init):
-        return _iterate(g_, z_init, update, max_iters, tol, unroll, jax.lax.stop_gradient(scale))
+        return _iterate(g_, z_init, update, max_iters, tol, unroll, jax.lax.stop_gradient(scale),
+                        early_exit and implicit_diff)
 
     if implicit_diff:
         z, aux = jax.lax.custom_root(g, z0, solve, _tangent_solve, has_aux=True)

@@ -88,6 +88,7 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
     max_iters: int = eqx.field(static=True)
     tol: Optional[float] = eqx.field(static=True)
     reconstruct: bool = eqx.field(static=True)
+    early_exit: bool = eqx.field(static=True)
     _order: int = eqx.field(static=True)
 
     def __init__(
@@ -98,6 +99,7 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
         tol: Optional[float] = None,
         reconstruct: bool = False,
         order: int = 1,
+        early_exit: bool = False,
     ):
         if not callable(ell):
             raise TypeError(f"ell must be a callable ell(W, P, dt) -> scalar, got {type(ell).__name__}")
@@ -105,6 +107,7 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
         self.max_iters = max_iters
         self.tol = tol
         self.reconstruct = bool(reconstruct)
+        self.early_exit = bool(early_exit)
         self._order = int(order)
 
     family: ClassVar[RotationFamily] = RotationFamily()
@@ -122,7 +125,7 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
         args = (self.ell, M, P, dt, basis, left)
         x, result, info = implicit_solve(
             _dep_residual, jnp.zeros_like(M), args, newton_update(_dep_residual, args),
-            max_iters=self.max_iters, tol=self.tol, unroll=False,
+            max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit, unroll=False,
         )
         W = sm.cayley_matrix(jnp.tensordot(x, basis, axes=1))
         M1 = _next_momentum(self.ell, W, P, dt, basis, left)

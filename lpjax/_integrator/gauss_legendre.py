@@ -20,7 +20,7 @@ from jaxtyping import Array, Float, Scalar
 from .. import _small as sm
 from .._algebra._base import _Frozen
 from .._system import AbstractSystem, AnySystem
-from ._base import AbstractStateIsY, first_failure
+from ._base import first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
@@ -58,6 +58,32 @@ def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return A, b, c
 
 
+def _extrapolation(c: np.ndarray) -> np.ndarray:
+    """``E[j, i] = ℓ_i(1 + c_j)``: weights that evaluate a step's collocation polynomial at the
+    next step's nodes (HLW, *Geometric Numerical Integration*, VIII.6.1).
+
+    The polynomial ``u(t_k + θ dt) − y_k`` has degree s and passes through 0 at θ = 0 and the
+    stage increments ``Z_i`` at ``θ = c_i``; ``ℓ_i`` is its Lagrange basis on ``{0, c_1, …, c_s}``.
+    """
+    nodes = np.concatenate([[0.0], c])
+    P = np.polynomial.Polynomial
+    E = np.empty((len(c), len(c)))
+    for i, ci in enumerate(c):
+        others = np.delete(nodes, i + 1)
+        E[:, i] = (P.fromroots(others) / np.prod(ci - others))(1.0 + c)
+    return E
+
+
+@final
+class GaussLegendreState(eqx.Module):
+    """What :class:`GaussLegendre` carries between steps: the state ``y``, the predicted stage
+    increments ``Z`` of the next step, and the compensation of the summed update."""
+
+    y: Float[Array, " n"]
+    Z: Float[Array, "s n"]
+    compensation: Float[Array, " n"]
+
+
 def _stage_fields(f, y: Float[Array, " n"], Z: Float[Array, "s n"]) -> Float[Array, "s n"]:
     """``F_i = f(y + Z_i)``, unrolled over the (few) stages."""
     return jnp.stack([f(y + Z[i]) for i in range(Z.shape[0])])
@@ -83,7 +109,7 @@ _SMALL = 32  # up to this size: unrolled Jacobian columns and Gauss–Jordan inv
 
 
 @final
-class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
+class GaussLegendre(AbstractImplicitMethod):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
 
     The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` with the implicit kernel
@@ -95,6 +121,16 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
       ``(I − dt A ⊗ f'(y)) ΔZ = −R(Z)``, one LU factorisation per step;
     * ``solver="fixed_point"``: ``Z <- dt (A ⊗ I) F(y + Z)``, cheaper per iteration but
       contracting only when ``dt ‖f'‖ ‖A‖ < 1``.
+
+    Each step starts from the previous step's collocation polynomial, extrapolated to the new
+    nodes (``predictor=True``; HLW VIII.6.1, as Hairer's ``gni_irk2``); the first step starts
+    from ``Z_i = c_i dt f(y)``. With ``early_exit=True`` the iteration stops as soon as it has
+    converged (see :mod:`lpjax._integrator._implicit`); ``False`` always runs ``max_iters``,
+    the uniform work that ``vmap``-ed GPU ensembles want. With ``compensated=True`` the update
+    ``y ← y + dt Σ b_i f(Y_i)`` is summed with Kahan's compensation (as GNI codes do), so that
+    roundoff in ``y`` grows like ε rather than ε√n over n steps. The method's state
+    (:class:`GaussLegendreState`) carries the prediction and the compensation, so stepping on
+    from a state is bit-identical to an uninterrupted run.
 
     A step whose updates of ``Z`` fail the mixed test ``|ΔZ| ≤ tol (1 + max(|Z|, |y|))``
     (with the contraction-rate estimate of the implicit kernel) reports
@@ -111,6 +147,9 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
     max_iters: int = eqx.field(static=True)
     tol: Optional[float] = eqx.field(static=True)
     implicit_diff: bool = eqx.field(static=True)
+    early_exit: bool = eqx.field(static=True)
+    predictor: bool = eqx.field(static=True)
+    compensated: bool = eqx.field(static=True)
     _tableau: _Frozen = eqx.field(static=True)
 
     def __init__(
@@ -121,6 +160,9 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
         max_iters: Optional[int] = None,
         tol: Optional[float] = None,
         implicit_diff: bool = True,
+        early_exit: bool = True,
+        predictor: bool = True,
+        compensated: bool = True,
     ):
         A, b, c = gauss_legendre_tableau(stages)
         if solver not in ("newton", "fixed_point"):
@@ -132,7 +174,10 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
         self.max_iters = max_iters
         self.tol = tol
         self.implicit_diff = bool(implicit_diff)
-        self._tableau = _Frozen(np.vstack([A, b[None], c[None]]))
+        self.early_exit = bool(early_exit)
+        self.predictor = bool(predictor)
+        self.compensated = bool(compensated)
+        self._tableau = _Frozen(np.vstack([A, b[None], c[None], _extrapolation(c)]))
 
     family: ClassVar[AnySystem] = AnySystem()
 
@@ -143,16 +188,31 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
     @property
     def tableau(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(A, b, c)`` as NumPy arrays."""
-        T = self._tableau.array
-        return T[:-2], T[-2], T[-1]
+        T, s = self._tableau.array, self.stages
+        return T[:s], T[s], T[s + 1]
 
+    @property
+    def tableau_extrapolation(self) -> np.ndarray:
+        """``E[j, i] = ℓ_i(1 + c_j)`` of :func:`_extrapolation` (the stage predictor)."""
+        return self._tableau.array[self.stages + 2 :]
 
-    def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
+    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> GaussLegendreState:
+        c = jnp.asarray(self.tableau[2], y0.dtype)
+        Z = dt * c[:, None] * system.vector_field(y0)[None, :]
+        return GaussLegendreState(y0, Z, jnp.zeros_like(y0))
+
+    def observe(self, system: AbstractSystem, state: GaussLegendreState) -> Float[Array, " n"]:
+        return state.y
+
+    def save(self, system: AbstractSystem, state: GaussLegendreState):
+        return state.y, None
+
+    def step(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
         A, b, c = self.tableau
+        y = state.y
         dtype = y.dtype
         s, n = self.stages, y.shape[0]
         f = system.vector_field
-        f0 = f(y)
         if self.solver == "newton":
             if n <= _SMALL:  # f'(y) column by column, unrolled: jacfwd lowers to tiny dots
                 eye = jnp.eye(n, dtype=dtype)
@@ -169,10 +229,18 @@ class GaussLegendre(AbstractStateIsY, AbstractImplicitMethod):
         else:
             update = lambda r, _: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
 
-        Z0 = dt * jnp.asarray(c, dtype)[:, None] * f0[None, :]
+        Z0 = state.Z if self.predictor else dt * jnp.asarray(c, dtype)[:, None] * f(y)[None, :]
         Z, result, info = implicit_solve(
-            _stage_residual, Z0, (system, y, dt, A), update,
-            max_iters=self.max_iters, tol=self.tol, implicit_diff=self.implicit_diff, scale=jnp.abs(y)[None, :],
+            _stage_residual, Z0, (system, y, dt, A), update, max_iters=self.max_iters, tol=self.tol,
+            implicit_diff=self.implicit_diff, early_exit=self.early_exit, scale=jnp.abs(y)[None, :],
         )
-        y1 = y + dt * _combine(b, _stage_fields(f, y, Z))[0]
-        return y1, first_failure(result, y1), info
+        delta = dt * _combine(b, _stage_fields(f, y, Z))[0]
+        if self.compensated:  # Kahan: carry what the addition to y rounded away
+            inc = delta + state.compensation
+            y1 = y + inc
+            comp = inc - (y1 - y)
+        else:
+            y1, comp = y + delta, state.compensation
+        # the next step's stages: this step's collocation polynomial at 1 + c_j, less the increment
+        Z1 = _combine(self.tableau_extrapolation, Z) - delta[None, :]
+        return GaussLegendreState(y1, Z1, comp), first_failure(result, y1), info

@@ -53,6 +53,7 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod):
     max_iters: int = eqx.field(static=True, default=20)
     tol: Optional[float] = eqx.field(static=True, default=None)
     reconstruct: bool = eqx.field(static=True, default=False)
+    early_exit: bool = eqx.field(static=True, default=False)
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(system.hamiltonian.mass_tensor, y.dtype)
@@ -61,7 +62,7 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod):
         denom = g.vee(2.0 * (lam[:, None] + lam[None, :]) * g.hat(jnp.ones_like(y)), check=False)
         x, result, info = implicit_solve(
             _legendre_residual, dt * y / denom, (g, sm.unstack(lam), dt * y), lambda r, _: r / denom,
-            max_iters=self.max_iters, tol=self.tol,
+            max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit,
         )
         f = sm.cayley(sm.hat(sm.unstack(x), g.matrix_basis))
         Mk = sm.hat(sm.unstack(y), g.matrix_basis)
