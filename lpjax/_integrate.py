@@ -115,7 +115,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     stats = {
         "max_residual": carry.max_residual,
         "max_iterations": carry.max_iterations,
-        "mean_iterations": carry.total_iterations / n_steps,
+        "mean_iterations": carry.total_iterations.astype(rdtype) / n_steps,
         "num_failed_steps": carry.num_failed,
         "num_steps": jnp.asarray(n_steps, jnp.int32),
     }

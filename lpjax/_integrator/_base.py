@@ -22,7 +22,8 @@ class RESULTS(eqx.Enumeration):
     successful = ""
     implicit_solve_failed = (
         "The implicit equations of a step did not converge to the tolerance within the "
-        "fixed number of iterations. Reduce dt, or raise max_iters."
+        "fixed number of iterations. Reduce dt, raise max_iters, or for a stiff problem use "
+        "GaussLegendre(solver='newton')."
     )
     nonfinite_state = "The state became non-finite (NaN or inf). Reduce dt."
 

@@ -117,10 +117,20 @@ class GaussLegendre(AbstractImplicitMethod):
     function theorem instead of through the iterations), by a fixed number ``max_iters`` of
     iterations (GPU- and ``vmap``-friendly, no ``while_loop``):
 
+    * ``solver="fixed_point"`` (default): ``Z <- dt (A ⊗ I) F(y + Z)``, contracting when
+      ``dt ‖f'‖ ‖A‖ < 1``; ``max_iters`` defaults to 30;
     * ``solver="newton"``: simplified Newton with the Jacobian frozen at the step's start,
-      ``(I − dt A ⊗ f'(y)) ΔZ = −R(Z)``, one LU factorisation per step;
-    * ``solver="fixed_point"``: ``Z <- dt (A ⊗ I) F(y + Z)``, cheaper per iteration but
-      contracting only when ``dt ‖f'‖ ‖A‖ < 1``.
+      ``(I − dt A ⊗ f'(y)) ΔZ = −R(Z)``, one factorisation per step; ``max_iters`` defaults
+      to 6. Use it for stiff problems, where the fixed point does not contract.
+
+    The default is chosen by measurement (GL4, CPU, compiled, one run, iterating to roundoff
+    with the predictor): per step the fixed point costs 0.54 µs against 2.04 µs for Newton on
+    the rigid body (dt 0.1), 1.9 against 7.3 µs on the heavy top (dt 0.05), 1.4 against 6.0 µs
+    on the so(4) body (dt 0.1), 6.4 against 19.3 µs on the collective movable-base top
+    (dt 0.01) and 1.9 against 3.5 µs on the Kida vortex (dt 0.1), with 6–7 updates per step
+    against 3–4: Newton's factorisation of the ``sn × sn`` matrix, not its iterations,
+    dominates these small systems (as in Hairer's
+    ``gni_irk2``, which also iterates the fixed point).
 
     Each step starts from the previous step's collocation polynomial, extrapolated to the new
     nodes (``predictor=True``; HLW VIII.6.1, as Hairer's ``gni_irk2``); the first step starts
@@ -156,7 +166,7 @@ class GaussLegendre(AbstractImplicitMethod):
         self,
         stages: int = 2,
         *,
-        solver: Literal["newton", "fixed_point"] = "newton",
+        solver: Literal["newton", "fixed_point"] = "fixed_point",
         max_iters: Optional[int] = None,
         tol: Optional[float] = None,
         implicit_diff: bool = True,
