@@ -27,6 +27,7 @@ bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/collective.py
 	MPLBACKEND=Agg $(PY) benchmarks/explicit_maps.py
 	MPLBACKEND=Agg $(PY) benchmarks/implicit_kernel.py
+	MPLBACKEND=Agg $(PY) benchmarks/work_precision.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
