@@ -52,8 +52,9 @@ def _problems(quick: bool):
     f = jax.jit(lambda y: ht_sys.vector_field(y))
     ref = solve_ivp(lambda t, y: np.asarray(f(jnp.asarray(y))), (0.0, 100.0), y0, method="DOP853", rtol=1e-13, atol=1e-13)
     ht = dict(name="heavy top", system=ht_sys, y0=y0, t1=100.0, exact=ref.y[:, -1], mv=False)
-    dts = [0.5, 0.2, 0.1, 0.05] if quick else [1.0, 0.5, 0.2, 0.1, 0.05, 0.025, 0.0125]
-    tols = [1e-6, 1e-9, 1e-12] if quick else [1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14]
+    # about the same resolution on both sides: steps a factor 1.25–2 apart, tolerances a factor √10
+    dts = [0.5, 0.2, 0.1, 0.05] if quick else [1.0, 0.8, 0.5, 0.4, 0.25, 0.2, 0.1, 0.05, 0.025, 0.0125]
+    tols = [1e-6, 1e-9, 1e-12] if quick else [10.0 ** (-k / 2) for k in range(10, 29)]
     return [rb, ht], dts, tols
 
 
