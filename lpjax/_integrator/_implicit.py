@@ -2,10 +2,11 @@
 
 ``implicit_solve(residual, z0, args, update, ...)`` finds ``z`` with ``residual(z, args) = 0``:
 
-* a fixed number ``max_iters`` of updates ``z ← z − update(r, z)``, ``r = residual(z, args)``
-  (``lax.scan``, no ``while_loop``: under ``vmap`` every lane does the same work, and GPUs
-  like it that way). ``update`` is the method's linear solve: a frozen-Jacobian inverse
-  (simplified Newton), a preconditioner (fixed point) or :func:`newton_update`;
+* at most ``max_iters`` updates ``z ← z − update(r, z)``, ``r = residual(z, args)``: all of
+  them (``lax.scan``: under ``vmap`` every lane does the same work, as GPUs like it), or, with
+  ``early_exit``, until converged (``lax.while_loop``). ``update`` is the method's linear
+  solve: a frozen-Jacobian inverse (simplified Newton), a preconditioner (fixed point) or
+  :func:`newton_update`;
 * one meaning of ``tol``, a mixed absolute/relative test on the updates, as in optimistix
   and diffrax: with ``e = max_i |Δz_i| / (1 + |z_i|)`` (``|z_i|`` or a larger reference
   magnitude the method gives, such as ``|y|`` for stage increments) for the last update and
