@@ -119,16 +119,21 @@ def time_call(call, budget_s: float, long_call_s: float):
 
 
 def _body_scan(step, n_steps: int):
-    """One body's whole time scan of ``step(y) -> (y, ok)``; only the final state is kept."""
+    """One body's whole time scan of ``step(state) -> (state, ok)``; only the final state is kept.
+
+    ``step.init(y0)`` / ``step.observe(state)`` map to and from a method's own state (identity
+    when absent, as for the closed forms)."""
+    init = getattr(step, "init", lambda y: y)
+    observe = getattr(step, "observe", lambda state: state)
 
     def run(y0):
         def body(carry, _):
-            y, ok = carry
-            y, ok_step = step(y)
-            return (y, ok & ok_step), None
+            state, ok = carry
+            state, ok_step = step(state)
+            return (state, ok & ok_step), None
 
-        (y, ok), _ = jax.lax.scan(body, (y0, jnp.array(True)), None, length=n_steps)
-        return y, ok
+        (state, ok), _ = jax.lax.scan(body, (init(y0), jnp.array(True)), None, length=n_steps)
+        return observe(state), ok
 
     return run
 
@@ -156,12 +161,16 @@ def chunked(step, n_steps: int, chunk: int):
 
 
 def lpjax_step(system, method, dt):
-    """``method.step`` as ``y -> (y, ok)``; ok is the step's RESULTS code == successful."""
+    """``method.step`` as ``state -> (state, ok)`` (ok: the step's RESULTS code is successful),
+    with ``init``/``observe`` attached for :func:`_body_scan`."""
+    dt = jnp.asarray(dt)
 
-    def step(y):
-        y, result, _ = method.step(system, y, jnp.asarray(dt, y.dtype))
-        return y, result == lpjax.RESULTS.successful
+    def step(state):
+        state, result, _ = method.step(system, state, dt)
+        return state, result == lpjax.RESULTS.successful
 
+    step.init = lambda y: method.init(system, y, dt)
+    step.observe = lambda state: method.observe(system, state)
     return step
 
 
