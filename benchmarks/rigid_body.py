@@ -84,7 +84,7 @@ def run_lpjax(system, method, dt: float):
     (yT, stats), st = time_calls(call)
     extra = {k: np.asarray(v).item() for k, v in stats.items()}
     if hasattr(method, "max_iters"):
-        extra["solver_iterations_run_per_step"] = method.max_iters
+        extra["solver"] = f"{method.solver}, early_exit={method.early_exit}, max_iters={method.max_iters}"
     return np.asarray(yT), n, 4 * n if isinstance(method, lpjax.RK4) else None, st, extra, call
 
 
@@ -354,8 +354,8 @@ def main() -> None:
         if ex.get("num_rejected_steps"):
             notes.append(f"{ex['num_rejected_steps']} rejected")
         if "max_iterations" in ex and r["method"].startswith("lpjax GL"):
-            notes.append(f"Newton its needed<={ex['max_iterations']} of "
-                         f"{ex['solver_iterations_run_per_step']} run")
+            notes.append(f"{ex['solver'].split(',')[0]} its/step: mean {ex['mean_iterations']:.1f}, "
+                         f"max {ex['max_iterations']}")
         r["note"] = ", ".join(notes)
 
     print(f"\nRigid body work-precision, inertia {INERTIA.tolist()}, M0 {M0.tolist()}, "
