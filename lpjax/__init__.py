@@ -16,6 +16,7 @@ from ._integrator import (
     DiscreteEulerPoincare as DiscreteEulerPoincare,
     Collective as Collective,
     GaussLegendre as GaussLegendre,
+    GaussLegendreState as GaussLegendreState,
     MoserVeselov as MoserVeselov,
     RESULTS as RESULTS,
     RK4 as RK4,

@@ -6,7 +6,11 @@ from ._base import (
     StepInfo as StepInfo,
 )
 from ._implicit import AbstractImplicitMethod as AbstractImplicitMethod
-from .gauss_legendre import GaussLegendre as GaussLegendre, gauss_legendre_tableau as gauss_legendre_tableau
+from .gauss_legendre import (
+    GaussLegendre as GaussLegendre,
+    GaussLegendreState as GaussLegendreState,
+    gauss_legendre_tableau as gauss_legendre_tableau,
+)
 from .rk4 import RK4 as RK4
 from .collective import Collective as Collective, DualPairFamily as DualPairFamily
 from .moser_veselov import MoserVeselov as MoserVeselov
