@@ -276,7 +276,9 @@ def describe(mode: str, load_start) -> dict:
                 "t = 100 against lpjax.exact"),
         },
         "settings": {
-            "lpjax GaussLegendre": "default: solver='newton', max_iters=8, tol=256 eps",
+            "lpjax GaussLegendre": "defaults: " + ", ".join(
+                f"{k}={getattr(lpjax.GaussLegendre(), k)!r}" for k in
+                ("solver", "max_iters", "early_exit", "predictor", "compensated")) + ", tol=256 eps",
             "diffrax": "PIDController(rtol=tol, atol=tol), dt0=None, SaveAt(t1=True), max_steps=500000",
             "scipy": "solve_ivp(method='DOP853', rtol=tol, atol=tol), NumPy RHS",
             "numba": "hand-written fixed-step RK4 loop, @njit",

@@ -109,17 +109,21 @@ def _ratios(rows, problem):
 
 
 def _step_cost(n: int):
-    """GL4 and Tsit5 at the same fixed dt = 0.1 on the rigid body: time per step, GL4 iterations."""
+    """GL4 (default fixed point, and Newton) and Tsit5 at the same fixed dt = 0.1 on the rigid body:
+    time per step and GL4's updates per step."""
     system, y0, dt = rigid_body(jnp.array([1.0, 2.0, 3.0])), jnp.array([1.0, 0.5, 0.8]), 0.1
-    gl = jax.jit(lambda y: lpjax.integrate(system, lpjax.GaussLegendre(2), y, dt, n, save_every=n))
     term = diffrax.ODETerm(lambda t, y, args: system.vector_field(y))
     ts = jax.jit(lambda y: diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, n * dt, dt, y, max_steps=n + 1,
                                                stepsize_controller=diffrax.ConstantStepSize()).ys[-1])
-    sol, s_gl = H.time_calls(lambda: jax.block_until_ready(gl(y0)))
     _, s_ts = H.time_calls(lambda: jax.block_until_ready(ts(y0)))
-    return dict(steps=n, dt=dt, gl4_step_us=s_gl["time_s"] / n * 1e6, tsit5_step_us=s_ts["time_s"] / n * 1e6,
-                gl4_over_tsit5=s_gl["time_s"] / s_ts["time_s"], gl4_mean_iterations=float(sol.stats["mean_iterations"]),
-                gl4_max_iterations=int(sol.stats["max_iterations"]))
+    out = dict(steps=n, dt=dt, tsit5_step_us=s_ts["time_s"] / n * 1e6)
+    for key, method in (("gl4", lpjax.GaussLegendre(2)), ("gl4_newton", lpjax.GaussLegendre(2, solver="newton"))):
+        gl = jax.jit(lambda y: lpjax.integrate(system, method, y, dt, n, save_every=n))
+        sol, s_gl = H.time_calls(lambda: jax.block_until_ready(gl(y0)))
+        out.update({f"{key}_step_us": s_gl["time_s"] / n * 1e6, f"{key}_over_tsit5": s_gl["time_s"] / s_ts["time_s"],
+                    f"{key}_mean_iterations": float(sol.stats["mean_iterations"]),
+                    f"{key}_max_iterations": int(sol.stats["max_iterations"])})
+    return out
 
 
 def _compensation(n: int):
@@ -187,9 +191,10 @@ def main() -> None:
     H.print_table([("problem", -11, "problem"), ("goal", -48, "goal"), ("lpjax", -34, "lpjax"),
                    ("diffrax", -34, "diffrax"), ("ratio", 7, lambda r: "-" if r["ratio"] is None else f"{r['ratio']:.2f}")],
                   ratios)
-    print(f"\nGL4 step / Tsit5 step at dt = 0.1 (rigid body, {step['steps']} steps): {step['gl4_step_us']:.3f} us / "
-          f"{step['tsit5_step_us']:.3f} us = {step['gl4_over_tsit5']:.2f}; GL4 updates per step: mean "
-          f"{step['gl4_mean_iterations']:.2f}, max {step['gl4_max_iterations']}")
+    for key, label in (("gl4", "GL4 (default)"), ("gl4_newton", "GL4 solver='newton'")):
+        print(f"{label} step / Tsit5 step at dt = 0.1 (rigid body, {step['steps']} steps): {step[key + '_step_us']:.3f} us"
+              f" / {step['tsit5_step_us']:.3f} us = {step[key + '_over_tsit5']:.2f}; updates per step: mean "
+              f"{step[key + '_mean_iterations']:.2f}, max {step[key + '_max_iterations']}")
     for c in comp:
         print(f"GL4 dt = 0.1, {c['steps']:.0e} steps, compensated={c['compensated']}: Casimir drift "
               f"{c['casimir_drift']:.2e}, energy drift {c['energy_drift']:.2e}")

@@ -3,7 +3,9 @@
 from . import (
     algebras as algebras,
     clebsch as clebsch,
+    control as control,
     diagnostics as diagnostics,
+    fit as fit,
     groups as groups,
     lagrangians as lagrangians,
     systems as systems,

@@ -67,7 +67,9 @@ def test_early_exit_matches_the_fixed_count_and_does_less_work(solver):
     assert b.result == lpjax.RESULTS.successful
     mean = float(b.stats["mean_iterations"])
     assert 1 <= mean < fixed.max_iters and int(b.stats["max_iterations"]) <= fixed.max_iters
-    # measured 3.61 (newton, of 6) and 6.91 (fixed point, of 30) updates per step
+    # measured 2.00 (newton, of 6; 3.61 with the Jacobian at y) and 6.92 (fixed point, of 30) updates
+    if solver == "newton":  # the Jacobians at the predicted stages: two updates reach roundoff
+        assert mean <= 2.0 + 1e-3
 
 
 def test_early_exit_iterates_to_roundoff_so_invariants_do_not_drift():

@@ -22,6 +22,7 @@ from ._kida import (
 from ._movable_base import (
     MovableBaseHamiltonian as MovableBaseHamiltonian,
     movable_base_mu as movable_base_mu,
+    movable_base_rho_c as movable_base_rho_c,
     movable_base_top as movable_base_top,
 )
 from ._lagrange_top import (
