@@ -1,4 +1,5 @@
-"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM`` and ``lpjax reproduce FIGURE``."""
+"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM``, ``lpjax reproduce FIGURE`` and
+``lpjax tune movable-top``."""
 
 from __future__ import annotations
 
@@ -148,6 +149,78 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _writable_target(path: str, flag: str) -> None:
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise SystemExit(f"lpjax: {flag} {path!r}: the folder {folder!r} does not exist or is not writable")
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.plot:
+        _writable_target(args.plot, "--plot")
+        try:
+            require_matplotlib("lpjax tune --plot")
+        except ImportError as e:
+            raise SystemExit(f"lpjax: {e}") from None
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from .control import tune_upright_top, upright_top_cost
+
+    try:
+        res = tune_upright_top(args.rho0)
+    except ValueError as e:
+        raise SystemExit(f"lpjax: {e}") from None
+    paper = 0.9 * res.rho_c
+    cost_paper = float(upright_top_cost(paper))
+    if args.json:
+        print(json.dumps({"rho": res.rho, "rho_c": res.rho_c, "cost": res.cost, "cost_paper": cost_paper,
+                          "iterations": res.iterations}))
+    else:
+        print("movable-base top, cost J = mean of int exp(-t/tau)/tau [(1 - Gamma3) + w |u|^2/(mbar g)^2] dt "
+              "(tau = 2 s, T = 20 s, w = 0.05, 4 initial states)")
+        print(f"  rho*          {res.rho:.8g}  (rho*/rho_c = {res.rho / res.rho_c:.6f}, rho_c = {res.rho_c:.8g})")
+        print(f"  J(rho*)       {res.cost:.8g}   dJ/drho = {res.gradient:.2e}")
+        print(f"  J(0.9 rho_c)  {cost_paper:.8g}  (the paper's gain)")
+        print(f"  iterations    {res.iterations} (optax L-BFGS)")
+    if args.plot:
+        _tune_plot(res, paper, args.plot)
+        if not args.json:
+            print(f"  wrote {args.plot}")
+    return 0
+
+
+def _tune_plot(res, paper: float, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import lpjax
+    from lpjax.control import upright_top_cost, upright_top_initial_states
+    from lpjax.systems import movable_base_top
+
+    fracs = np.linspace(0.04, 0.98, 48)
+    J = [float(upright_top_cost(f * res.rho_c)) for f in fracs]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].semilogy(fracs, J, "-", label="J(rho)")
+    axes[0].plot([res.rho / res.rho_c], [res.cost], "o", label=f"optimum rho* = {res.rho / res.rho_c:.3f} rho_c")
+    axes[0].plot([paper / res.rho_c], [float(upright_top_cost(paper))], "s", label="paper: 0.9 rho_c")
+    axes[0].set(xlabel="rho / rho_c", ylabel="J", title="cost over the stable range 0 < rho < rho_c")
+    for rho, label in ((res.rho, "rho*"), (paper, "0.9 rho_c")):
+        system = movable_base_top(rho=rho)
+        sol = lpjax.integrate(system, lpjax.GaussLegendre(2), upright_top_initial_states(system)[0], 0.01, 2000)
+        axes[1].plot(np.asarray(sol.ts), np.asarray(sol.ys[:, 8]), label=label)
+    axes[1].set(xlabel="t [s]", ylabel="Gamma_3", title="initial state 0 (seed 002, sec. 5.3)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
+    plt.close(fig)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="lpjax", description="Structure-preserving Lie-Poisson integrators")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -164,11 +237,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rep.add_argument("figure", help="seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, seed002-fig6 or all")
     rep.add_argument("--out", default=_REPRODUCE_DEFAULT_OUT,
                      help=f"output directory for the PNGs and seed002.json (default {_REPRODUCE_DEFAULT_OUT})")
+    tune = sub.add_parser("tune", help="tune a control gain: movable-top (seed 002, sec. 5.3)")
+    tune.add_argument("problem", choices=["movable-top"])
+    tune.add_argument("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")
+    tune.add_argument("--json", action="store_true", help="print one JSON object: rho, rho_c, cost, cost_paper, iterations")
+    tune.add_argument("--plot", help="write a PNG: J over the stable range, and Gamma_3(t) at rho* and 0.9 rho_c")
     args = ap.parse_args(argv)
     if args.cmd == "list":
         return _cmd_list()
     if args.cmd == "reproduce":
         return _cmd_reproduce(args)
+    if args.cmd == "tune":
+        return _cmd_tune(args)
     return _cmd_run(args)
 
 

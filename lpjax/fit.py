@@ -10,6 +10,7 @@ errors, not reported as fitted.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Optional, Sequence, final
 
@@ -78,6 +79,31 @@ def _observation_steps(t_obs: np.ndarray, dt: Optional[float]) -> tuple[float, n
     return float(dt), k.astype(int)
 
 
+@final
+class _Problem(eqx.Module):
+    """Everything the residual needs; module-level functions of it are compiled once per
+    configuration (the same ``build`` and method, shapes and ``dt``), not once per call."""
+
+    build: Callable = eqx.field(static=True)
+    method: AbstractIntegrator
+    y0: Array
+    y_obs: Array
+    k: Array
+    idx: Array
+    dt: float = eqx.field(static=True)
+    n_steps: int = eqx.field(static=True)
+
+
+def _residual(theta: Array, problem: _Problem) -> Array:
+    sol = integrate(problem.build(theta), problem.method, problem.y0, problem.dt, problem.n_steps, throw=False)
+    r = (sol.ys[problem.k][:, problem.idx] - problem.y_obs).reshape(-1)
+    return eqx.error_if(r, sol.result != RESULTS.successful, "least_squares: the model integration failed")
+
+
+_residual_jit = eqx.filter_jit(_residual)
+_jacobian = eqx.filter_jit(jax.jacfwd(_residual))
+
+
 def least_squares(
     build: Callable[[Array], AbstractSystem],
     theta0: ArrayLike,
@@ -128,19 +154,13 @@ def least_squares(
         raise ValueError(f"least_squares: {N} observations cannot determine {p} parameters")
     if sigma is not None and not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"least_squares: sigma must be a finite float > 0 or None, got {sigma!r}")
-    n_steps = int(k[-1])
-
-    def residual(theta, _=None):
-        sol = integrate(build(theta), method, y0, dt, n_steps, throw=False)
-        r = (sol.ys[jnp.asarray(k)][:, jnp.asarray(idx)] - y_obs).reshape(-1)
-        return eqx.error_if(r, sol.result != RESULTS.successful, "least_squares: the model integration failed")
-
-    jac = eqx.filter_jit(jax.jacfwd(residual))
-    res = eqx.filter_jit(residual)
-    sol = optx.least_squares(residual, optx.LevenbergMarquardt(rtol=1e-12, atol=1e-14), theta0,
+    problem = _Problem(build, method, y0, y_obs, jnp.asarray(k), jnp.asarray(idx), dt, int(k[-1]))
+    sol = optx.least_squares(_residual, optx.LevenbergMarquardt(rtol=1e-12, atol=1e-14), theta0, args=problem,
                              max_steps=max_steps, throw=False)
     theta = sol.value
     lm_steps = int(sol.stats["num_steps"])
+    jac = functools.partial(_jacobian, problem=problem)
+    res = functools.partial(_residual_jit, problem=problem)
 
     def grad_rel(J, r):
         return float(jnp.linalg.norm(J.T @ r) / (jnp.linalg.norm(J) * jnp.linalg.norm(r) + 1e-300))

@@ -64,16 +64,23 @@ def test_upright_top_cost_is_converged_in_dt():
     assert abs(a - b) <= 2e-5 * abs(b)
 
 
-def test_upright_top_cost_compiles_once():
-    upright_top_cost(0.4 * RHO_C)
-    with jax.log_compiles():
-        pass
-    from lpjax.control import _discounted_cost
+_TRACES = [0]
 
-    before = _discounted_cost._cached._cache_size()
-    upright_top_cost(0.45 * RHO_C)
-    upright_top_cost(0.55 * RHO_C)
-    assert _discounted_cost._cached._cache_size() == before
+
+def _counting_cost(system, y):
+    _TRACES[0] += 1  # Python runs this only while tracing
+    return system.energy(y)
+
+
+def test_discounted_cost_compiles_once_per_configuration():
+    method, mu0s = lpjax.GaussLegendre(2), jnp.array([[1.0, 0.5, 0.8]])
+    a = discounted_cost(rigid_body(jnp.array([1.0, 2.0, 3.0])), method, mu0s, _counting_cost, T=1.0, tau=1.0, dt=0.1)
+    traced = _TRACES[0]
+    assert traced > 0
+    b = discounted_cost(rigid_body(jnp.array([1.5, 2.0, 2.5])), method, 2 * mu0s, _counting_cost, T=1.0, tau=0.5, dt=0.1)
+    assert _TRACES[0] == traced and float(a) != float(b)  # new parameters, states and tau: no retrace
+    discounted_cost(rigid_body(jnp.array([1.0, 2.0, 3.0])), method, mu0s, _counting_cost, T=2.0, tau=1.0, dt=0.1)
+    assert _TRACES[0] > traced  # a new number of steps is a new configuration
 
 
 @pytest.mark.slow
@@ -91,3 +98,29 @@ def test_tuning_reaches_the_same_gain_from_both_ends():
 def test_tune_rejects_an_unstable_start():
     with pytest.raises(ValueError, match="stable range"):
         tune_upright_top(1.2 * RHO_C)
+
+
+@pytest.mark.slow
+def test_cli_tune_movable_top_json_and_plot(tmp_path, capsys):
+    """In this file, after the tuning test, so that the compiled optimizer step is reused."""
+    import json
+
+    from lpjax.cli import main
+
+    png = tmp_path / "tune.png"
+    assert main(["tune", "movable-top", "--json", "--plot", str(png)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out) == {"rho", "rho_c", "cost", "cost_paper", "iterations"}
+    assert out["rho_c"] == pytest.approx(RHO_C, rel=1e-15)
+    assert 0 < out["rho"] < out["rho_c"] and out["cost"] < out["cost_paper"]
+    assert out["cost_paper"] == pytest.approx(float(upright_top_cost(0.9 * RHO_C)), rel=1e-12)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv, match", [(["--rho0", "0.5"], "stable range"),
+                                         (["--plot", "/nonexistent-folder/x.png"], "not writable")])
+def test_cli_tune_bad_arguments(argv, match):
+    from lpjax.cli import main
+
+    with pytest.raises(SystemExit, match=match):
+        main(["tune", "movable-top", *argv])

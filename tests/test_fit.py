@@ -91,3 +91,21 @@ def test_bad_input_is_rejected(change, match):
     with pytest.raises(ValueError, match=match):
         least_squares(_rigid_body_I1_fixed, args["theta0"], M0, args["t_obs"], args["y_obs"], observe=args["observe"],
                       dt=0.05)
+
+
+_BUILDS = [0]
+
+
+def _counting_build(theta):
+    _BUILDS[0] += 1  # Python runs this only while tracing (and once before, to check the system)
+    return rigid_body(jnp.concatenate([jnp.ones(1), theta]))
+
+
+def test_a_second_fit_with_new_data_does_not_retrace():
+    y_a = _data(rigid_body(jnp.asarray(I_TRUE)), M0, 1e-4, 4)
+    least_squares(_counting_build, jnp.array([1.8, 3.2]), M0, T_OBS, y_a, dt=0.05)
+    traced = _BUILDS[0]
+    y_b = _data(rigid_body(jnp.array([1.0, 2.2, 2.9])), 1.1 * M0, 1e-4, 5)
+    fit = least_squares(_counting_build, jnp.array([2.0, 3.0]), 1.1 * M0, T_OBS, y_b, dt=0.05)
+    assert _BUILDS[0] == traced + 1  # only the eager check of build(theta0)
+    np.testing.assert_allclose(fit.theta, [2.2, 2.9], atol=3 * float(jnp.max(fit.stderr)))

@@ -258,7 +258,6 @@ class GaussLegendre(AbstractImplicitMethod):
         A, b, c = self.tableau
         y = state.y
         dtype = y.dtype
-        s, n = self.stages, y.shape[0]
         f = system.vector_field
         Z0 = state.Z if self.predictor else dt * jnp.asarray(c, dtype)[:, None] * f(y)[None, :]
         if self.solver == "newton":

@@ -1,0 +1,153 @@
+"""Gradients through ``lpjax.integrate``: time against the forward run, and memory against steps.
+
+    python benchmarks/gradients.py [--quick] [--out benchmarks/results/]
+
+Cases (float64, CPU): GL4 (``GaussLegendre(2)``, implicit-function-theorem gradients) on the
+heavy top I = (1, 1, 0.5), χ = (0.1, 0, 1), mgl = 1, dt = 0.01, and the Suris map
+(``SurisLagrangeTop``) on the rest-frame Lagrange top n = 3, dt = 0.01; 10³, 10⁴ and 10⁵ steps
+(10³, 10⁴ with ``--quick``). The loss is the sum of the final state; the gradient is
+``eqx.filter_grad`` with respect to the initial state and every array of the system.
+
+* time: the second call after ``block_until_ready`` of the jitted forward run and of the jitted
+  gradient (median of several), as the ratio gradient / forward;
+* memory: in a fresh process per point, the gradient is compiled first, the peak-RSS counter
+  is then reset (``/proc/self/clear_refs``) and the compiled gradient run alone; reported is the
+  peak RSS above the RSS just before the run, and XLA's own temporary-buffer size of the
+  compiled gradient (``memory_analysis().temp_size_in_bytes``). The exponent is the slope of
+  log memory against log steps between the last two points.
+
+``integrate`` checkpoints its loop (groups of ⌊√n⌋ steps under ``jax.checkpoint``), so the
+memory should grow as about √n. The peer, measured in the same run, is the same method's own
+step (``init``/``step``) in a plain ``lax.scan``, whose reverse mode stores every step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import _harness as H
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import lpjax
+from lpjax.systems import heavy_top, lagrange_top
+
+
+def _case(name):
+    if name == "GL4 heavy top":
+        return (heavy_top(jnp.array([1.0, 1.0, 0.5]), jnp.array([0.1, 0.0, 1.0]), 1.0), lpjax.GaussLegendre(2),
+                jnp.array([0.3, 0.2, 2.0, 0.0, np.sin(0.4), np.cos(0.4)]))
+    return (lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(),
+            jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
+
+
+def _functions(name, n, peer=False):
+    system, method, y0 = _case(name)
+
+    def loss(system, y0):
+        if peer:  # the method's own step in a plain lax.scan: AD stores every step
+            def step(state, _):
+                return method.step(system, state, 0.01)[0], None
+
+            return jnp.sum(method.observe(system, jax.lax.scan(step, method.init(system, y0, 0.01), None, length=n)[0]))
+        return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=n).ys[-1])
+
+    return system, y0, eqx.filter_jit(loss), eqx.filter_jit(eqx.filter_grad(loss))
+
+
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _child(name: str, n: int, peer: bool) -> None:
+    """Compile the gradient, reset the peak-RSS counter, run the compiled gradient alone."""
+    system, y0, _, grad = _functions(name, n, peer)
+    compiled = grad.lower(system, y0).compile()
+    temp = compiled.compiled.memory_analysis().temp_size_in_bytes if hasattr(compiled, "compiled") else None
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _rss_kib("VmRSS")
+    jax.block_until_ready(compiled(system, y0))
+    peak = _rss_kib("VmHWM")
+    print(json.dumps({"peak_rss_above_start_kib": peak - before, "xla_temp_bytes": temp}))
+
+
+def _memory(name: str, n: int, peer: bool) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(n), str(int(peer))], capture_output=True, text=True,
+                         timeout=1800, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _slope(rows, key):
+    a, b = rows[-2], rows[-1]
+    if not (a[key] and b[key]):
+        return None
+    return math.log(b[key] / a[key]) / math.log(b["steps"] / a["steps"])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        return _child(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+    args = H.arg_parser(__doc__, "10³ and 10⁴ steps only").parse_args()
+    H.start()
+    steps = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    rows = []
+    cases = [(name, peer) for name in ("GL4 heavy top", "Suris Lagrange top") for peer in (False, True)]
+    for name, peer in cases:
+        label = f"{name}{' (plain scan)' if peer else ''}"
+        for n in steps:
+            system, y0, fwd, grad = _functions(name, n, peer)
+            _, tf = H.time_calls(lambda: jax.block_until_ready(fwd(system, y0)))
+            _, tg = H.time_calls(lambda: jax.block_until_ready(grad(system, y0)))
+            mem = _memory(name, n, peer)
+            rows.append(dict(case=label, steps=n, forward_s=tf["time_s"], gradient_s=tg["time_s"],
+                             gradient_over_forward=tg["time_s"] / tf["time_s"],
+                             compile_forward_s=tf["first_call_s"] - tf["time_s"],
+                             compile_gradient_s=tg["first_call_s"] - tg["time_s"],
+                             peak_rss_kib=mem["peak_rss_above_start_kib"], xla_temp_bytes=mem["xla_temp_bytes"]))
+            H.log(f"{label} n={n}: grad/fwd {rows[-1]['gradient_over_forward']:.1f}, peak RSS +{mem['peak_rss_above_start_kib']} KiB, "
+                  f"XLA temp {mem['xla_temp_bytes']} B")
+    labels = list(dict.fromkeys(r["case"] for r in rows))
+    exponents = {name: {"peak_rss": _slope([r for r in rows if r["case"] == name], "peak_rss_kib"),
+                        "xla_temp": _slope([r for r in rows if r["case"] == name], "xla_temp_bytes")}
+                 for name in labels}
+
+    print(f"\nGradients through integrate, {H.machine_line()}")
+    H.print_table([("case", -32, "case"), ("steps", 8, "steps"), ("fwd[ms]", 10, lambda r: f"{r['forward_s'] * 1e3:.2f}"),
+                   ("grad[ms]", 10, lambda r: f"{r['gradient_s'] * 1e3:.2f}"), ("grad/fwd", 9, "gradient_over_forward:.1f"),
+                   ("compile fwd/grad[s]", 20, lambda r: f"{r['compile_forward_s']:.2f}/{r['compile_gradient_s']:.2f}"),
+                   ("peak RSS[KiB]", 14, "peak_rss_kib"), ("XLA temp[B]", 13, "xla_temp_bytes")], rows, group="case")
+    for name, e in exponents.items():
+        print(f"{name}: memory ~ steps^p between the last two points: peak RSS p = "
+              f"{e['peak_rss'] if e['peak_rss'] is None else round(e['peak_rss'], 2)}, XLA temp p = "
+              f"{e['xla_temp'] if e['xla_temp'] is None else round(e['xla_temp'], 2)}")
+
+    fig, axes = H.plt.subplots(1, 2, figsize=(11, 4))
+    for name, marker in zip(labels, "osdv"):
+        rs = [r for r in rows if r["case"] == name]
+        n = [r["steps"] for r in rs]
+        axes[0].loglog(n, [r["gradient_over_forward"] for r in rs], marker=marker, label=name)
+        axes[1].loglog(n, [max(r["xla_temp_bytes"] or 1, 1) for r in rs], marker=marker, label=f"{name}: XLA temp")
+        axes[1].loglog(n, [max(r["peak_rss_kib"], 1) * 1024 for r in rs], marker=marker, ls="--", label=f"{name}: peak RSS")
+    axes[0].set(xlabel="steps", ylabel="gradient time / forward time", title="time")
+    axes[1].set(xlabel="steps", ylabel="bytes", title="gradient memory (fresh process, compiled)")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    args.out.mkdir(parents=True, exist_ok=True)
+    H.write_png(fig, args.out / "gradients.png", 110)
+    H.write_json(args.out / "gradients.json", {
+        "metadata": H.metadata("gradients", "quick" if args.quick else "full", [], {}, ""),
+        "rows": rows, "memory_exponents": exponents})
+
+
+if __name__ == "__main__":
+    main()
