@@ -88,17 +88,27 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every):
         raise ValueError("y0 must be finite; it contains NaN or inf")
 
 
+def _group_size(length: int) -> int:
+    """The checkpoint group: a divisor of ``length`` within a factor 2 of √length if there is one
+    (no remainder loop, so the step is compiled once per level), else ⌊√length⌋."""
+    root = math.isqrt(length)
+    divisors = [d for d in range(max(1, root // 2), 2 * root + 1) if length % d == 0]
+    return min(divisors, key=lambda d: abs(d - root)) if divisors else root
+
+
 def _checkpointed_scan(f, carry, length: int):
     """``lax.scan(f, carry, None, length)`` whose reverse mode stores O(√length) carries.
 
-    The iterations run in groups of ``⌊√length⌋``, each group under ``jax.checkpoint``: the
-    backward pass keeps the carry at each group's start and recomputes one group at a time
-    (Griewank's two-level checkpointing; one extra forward sweep). Without differentiation the
-    checkpoints cost nothing. ``integrate`` nests two of these (saves, and steps within a save),
-    so gradient memory grows as about √n_steps whatever the save schedule, besides the saved
-    output itself.
+    The iterations run in groups of about √length (:func:`_group_size`), each group under
+    ``jax.checkpoint``: the backward pass keeps the carry at each group's start and recomputes
+    one group at a time (two-level checkpointing; one extra forward sweep). Without
+    differentiation the checkpoints cost nothing. ``integrate`` nests two of these (saves, and
+    steps within a save), so gradient memory grows as about √n_steps whatever the save
+    schedule, besides the saved output itself. Loops shorter than 16 are left plain.
     """
-    group = max(1, math.isqrt(length))
+    if length < 16:
+        return jax.lax.scan(f, carry, None, length=length)
+    group = _group_size(length)
     q, r = divmod(length, group)
 
     def run_group(c, _):

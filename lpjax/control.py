@@ -170,7 +170,8 @@ def tune_upright_top(
 
     The gain is reparameterised as ``ρ = ρc · sigmoid(s)``, so that every iterate is a stable
     gain. ``optimizer`` defaults to ``optax.lbfgs()`` (with its zoom line search); it is driven
-    until ``|ρ dJ/dρ| ≤ gtol · J`` or ``max_steps`` updates. ``rho0`` (default: the paper's
+    until ``|ρ dJ/dρ| ≤ gtol · J`` or ``max_steps`` updates, and the result is the last gain whose
+    cost and gradient were evaluated. ``rho0`` (default: the paper's
     ``0.9 ρc``) must lie in ``(0, ρc)``.
     """
     rho_c = float(movable_base_top().hamiltonian.rho_c)
@@ -186,18 +187,16 @@ def tune_upright_top(
     s = jnp.asarray(math.log(rho0 / (rho_c - rho0)))
     state = optimizer.init(s)
     history: list[tuple[float, float]] = []
-    it = 0
     for it in range(1, max_steps + 1):
         s_new, state, value, grad = _tune_update(s, state, optimizer, rho_c, dt, method)
         rho, J = rho_c * float(jax.nn.sigmoid(s)), float(value)
+        dJ_drho = float(grad) / (rho * (1 - rho / rho_c))  # dJ/ds = dJ/dρ · ρ (1 − ρ/ρc)
         history.append((rho, J))
-        if abs(float(grad) / (1 - rho / rho_c)) <= gtol * abs(J):  # ρ dJ/dρ = (dJ/ds) / (1 − ρ/ρc)
+        if abs(rho * dJ_drho) <= gtol * abs(J):
             break
         s = s_new
-    value, grad = _tune_value_and_grad(s, rho_c, dt, method)
-    rho = rho_c * float(jax.nn.sigmoid(s))
-    return TuneResult(rho=rho, cost=float(value), rho_c=rho_c, gradient=float(grad) / (rho * (1 - rho / rho_c)),
-                      iterations=it, history=history)
+    # the last point whose cost and gradient were evaluated (a further update is not taken)
+    return TuneResult(rho=rho, cost=J, rho_c=rho_c, gradient=dJ_drho, iterations=it, history=history)
 
 
 @functools.lru_cache(maxsize=None)
@@ -207,9 +206,6 @@ def _default_optimizer() -> optax.GradientTransformationExtraArgs:
 
 def _tune_loss(s, rho_c: float, dt: float, method):
     return upright_top_cost(rho_c * jax.nn.sigmoid(s), dt=dt, method=method)
-
-
-_tune_value_and_grad = eqx.filter_jit(jax.value_and_grad(_tune_loss))
 
 
 @eqx.filter_jit

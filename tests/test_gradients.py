@@ -25,9 +25,11 @@ def _loss(system, y0, method, n, save_every, plain=False):
     return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=save_every).ys[-1])
 
 
-@pytest.mark.parametrize("name", CASES)
-@pytest.mark.parametrize("n, save_every", [(37, 37), (50, 1), (60, 6)])
+@pytest.mark.parametrize("name, n, save_every", [("GL4 heavy top", 400, 20), ("Suris", 64, 64), ("Suris", 50, 1),
+                                                 ("Suris", 37, 37)])
 def test_checkpointed_gradient_equals_the_plain_scan_gradient(name, n, save_every):
+    """Loops of 16 or more are checkpointed: both levels (400 = 20 saves × 20 steps), steps only,
+    saves only, and a length (37) with a remainder group."""
     system, method, y0 = CASES[name]
     g = eqx.filter_grad(_loss)(system, y0, method, n, save_every)
     ref = eqx.filter_grad(_loss)(system, y0, method, n, save_every, plain=True)
@@ -41,9 +43,10 @@ def _temp_bytes(name, n, plain):
     return grad.lower(system, y0).compile().compiled.memory_analysis().temp_size_in_bytes
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_gradient_memory_grows_sublinearly(name):
-    """XLA's temporary buffers of the compiled gradient, 400 against 6400 steps (16×)."""
+def test_gradient_memory_grows_sublinearly():
+    """XLA's temporary buffers of the compiled gradient, 400 against 6400 steps (16×); the GL4
+    heavy top is measured in ``benchmarks/gradients.py`` (exponent 0.48 there too)."""
+    name = "Suris"
     growth = _temp_bytes(name, 6400, False) / _temp_bytes(name, 400, False)
     plain = _temp_bytes(name, 6400, True) / _temp_bytes(name, 400, True)
     assert growth <= 16**0.6  # measured about 16^0.45 (√n grouping); a plain scan grows 16×
