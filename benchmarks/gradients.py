@@ -16,6 +16,9 @@ heavy top I = (1, 1, 0.5), χ = (0.1, 0, 1), mgl = 1, dt = 0.01, and the Suris m
   compiled gradient (``memory_analysis().temp_size_in_bytes``). The exponent is the slope of
   log memory against log steps between the last two points.
 
+For one parameter, forward mode (``jax.jvp``) is timed too, and ``jax.grad(upright_top_cost)``,
+which runs it inside.
+
 ``integrate`` checkpoints its loop (groups of ⌊√n⌋ steps under ``jax.checkpoint``), so the
 memory should grow as about √n. The peer, measured in the same run, is the same method's own
 step (``init``/``step``) in a plain ``lax.scan``, whose reverse mode stores every step.
@@ -87,6 +90,36 @@ def _memory(name: str, n: int, peer: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _few_parameters(n: int) -> list[dict]:
+    """Derivative along one parameter by forward mode, against the forward run: the two cases
+    (scaling the inertia, or the gravity vector, by 1 + ε) and ``jax.grad(upright_top_cost)``."""
+    from lpjax.control import upright_top_cost
+
+    out = []
+    for name in ("GL4 heavy top", "Suris Lagrange top"):
+        system, method, y0 = _case(name)
+
+        def loss(eps, system=system, method=method, y0=y0):
+            scaled = eqx.tree_at(lambda s: s.hamiltonian, system, jax.tree.map(lambda a: a * (1 + eps) if eqx.is_inexact_array(a) else a,
+                                                                                 system.hamiltonian))
+            return jnp.sum(lpjax.integrate(scaled, method, y0, 0.01, n, save_every=n).ys[-1])
+
+        fwd = jax.jit(loss)
+        der = jax.jit(lambda e, loss=loss: jax.jvp(loss, (e,), (jnp.ones_like(e),))[1])
+        out.append(_pair(f"{name}, {n} steps, d/d(parameter scale)", fwd, der, jnp.asarray(0.0)))
+    rho = jnp.asarray(0.5 * 0.7**2 * 0.215**2 / 0.2)
+    out.append(_pair("upright_top_cost (4 x 2000 GL4 steps), jax.grad", jax.jit(upright_top_cost),
+                     jax.jit(jax.grad(upright_top_cost)), rho))
+    return out
+
+
+def _pair(case, fwd, der, x) -> dict:
+    _, tf = H.time_calls(lambda: jax.block_until_ready(fwd(x)))
+    _, td = H.time_calls(lambda: jax.block_until_ready(der(x)))
+    H.log(f"{case}: derivative/forward {td['time_s'] / tf['time_s']:.2f}")
+    return dict(case=case, forward_s=tf["time_s"], derivative_s=td["time_s"], ratio=td["time_s"] / tf["time_s"])
+
+
 def _slope(rows, key):
     a, b = rows[-2], rows[-1]
     if not (a[key] and b[key]):
@@ -117,6 +150,7 @@ def main() -> None:
             H.log(f"{label} n={n}: grad/fwd {rows[-1]['gradient_over_forward']:.1f}, peak RSS +{mem['peak_rss_above_start_kib']} KiB, "
                   f"XLA temp {mem['xla_temp_bytes']} B")
     labels = list(dict.fromkeys(r["case"] for r in rows))
+    few = _few_parameters(10_000)
     exponents = {name: {"peak_rss": _slope([r for r in rows if r["case"] == name], "peak_rss_kib"),
                         "xla_temp": _slope([r for r in rows if r["case"] == name], "xla_temp_bytes")}
                  for name in labels}
@@ -130,6 +164,10 @@ def main() -> None:
         print(f"{name}: memory ~ steps^p between the last two points: peak RSS p = "
               f"{e['peak_rss'] if e['peak_rss'] is None else round(e['peak_rss'], 2)}, XLA temp p = "
               f"{e['xla_temp'] if e['xla_temp'] is None else round(e['xla_temp'], 2)}")
+
+    print("\nOne parameter, forward mode (jax.jvp; what upright_top_cost's jax.grad runs inside):")
+    H.print_table([("case", -44, "case"), ("fwd[ms]", 10, lambda r: f"{r['forward_s'] * 1e3:.2f}"),
+                   ("deriv[ms]", 10, lambda r: f"{r['derivative_s'] * 1e3:.2f}"), ("deriv/fwd", 10, "ratio:.2f")], few)
 
     fig, axes = H.plt.subplots(1, 2, figsize=(11, 4))
     for name, marker in zip(labels, "osdv"):
@@ -146,7 +184,7 @@ def main() -> None:
     H.write_png(fig, args.out / "gradients.png", 110)
     H.write_json(args.out / "gradients.json", {
         "metadata": H.metadata("gradients", "quick" if args.quick else "full", [], {}, ""),
-        "rows": rows, "memory_exponents": exponents})
+        "rows": rows, "memory_exponents": exponents, "one_parameter_forward_mode": few})
 
 
 if __name__ == "__main__":

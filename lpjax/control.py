@@ -134,13 +134,40 @@ def upright_top_cost(rho: ArrayLike, *, dt: float = 0.01, method: Optional[Abstr
     for ``movable_base_top(rho)`` with seed 002's parameters, τ = 2 s, T = 20 s, over the four
     initial states of :func:`upright_top_initial_states`; ``method`` defaults to ``GaussLegendre(2)``.
 
-    Differentiable in ``rho``; a gain outside ``(0, ρc)`` is unstable (the cost is then large) and
-    ``ρ ≤ 0`` or ``ρ = ρc`` raises.
+    Differentiable in the scalar ``rho``: ``jax.grad`` runs forward mode inside (a
+    ``custom_vjp`` whose forward pass is one ``jax.jvp``), which for one parameter costs about
+    one extra forward sweep, where reverse mode through the 2000 steps costs many (see
+    ``benchmarks/gradients.py``). Not differentiable twice. A gain outside ``(0, ρc)`` is
+    unstable (the cost is then large) and ``ρ ≤ 0`` or ``ρ = ρc`` raises.
     """
     method = GaussLegendre(2) if method is None else method
+    _grid_steps(UPRIGHT_TOP_T, dt, "upright_top_cost")
+    rho = finite_scalar(rho, "rho")
+    if not is_traced(rho):
+        movable_base_top(rho=rho)  # a bad gain raises ValueError here, before tracing
+    return _upright_top_cost(jnp.asarray(rho, dtype=jnp.result_type(float)), float(dt), method)
+
+
+def _upright_top_value(rho, dt: float, method) -> Scalar:
     system = movable_base_top(rho=rho)
     mu0s = upright_top_initial_states(system)
     return discounted_cost(system, method, mu0s, upright_top_running_cost, T=UPRIGHT_TOP_T, tau=UPRIGHT_TOP_TAU, dt=dt)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _upright_top_cost(rho, dt: float, method):
+    return _upright_top_value(rho, dt, method)
+
+
+def _upright_top_cost_fwd(rho, dt: float, method):
+    return jax.jvp(lambda r: _upright_top_value(r, dt, method), (rho,), (jnp.ones_like(rho),))
+
+
+def _upright_top_cost_bwd(dt: float, method, dJ_drho, g):
+    return (g * dJ_drho,)
+
+
+_upright_top_cost.defvjp(_upright_top_cost_fwd, _upright_top_cost_bwd)
 
 
 @final
