@@ -146,8 +146,8 @@ class GaussLegendre(AbstractImplicitMethod):
 
     The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` with the implicit kernel
     (``jax.grad`` differentiates the exact root by the implicit
-    function theorem instead of through the iterations), by a fixed number ``max_iters`` of
-    iterations (GPU- and ``vmap``-friendly, no ``while_loop``):
+    function theorem instead of through the iterations), by at most ``max_iters`` iterations
+    (until converged with ``early_exit=True``, the default; exactly ``max_iters`` otherwise):
 
     * ``solver="fixed_point"`` (default): ``Z <- dt (A ⊗ I) F(y + Z)``, contracting when
       ``dt ‖f'‖ ‖A‖ < 1``; ``max_iters`` defaults to 30;
