@@ -8,8 +8,11 @@ heavy top I = (1, 1, 0.5), χ = (0.1, 0, 1), mgl = 1, dt = 0.01, and the Suris m
 (10³, 10⁴ with ``--quick``). The loss is the sum of the final state; the gradient is
 ``eqx.filter_grad`` with respect to the initial state and every array of the system.
 
+* adjoint: ``integrate``'s ``"auto"`` default (the direct adjoint for GL4, the discrete one
+  for the explicit map) against the other choice;
 * time: the second call after ``block_until_ready`` of the jitted forward run and of the jitted
-  gradient (median of several), as the ratio gradient / forward;
+  gradient (median of several), as the ratio gradient / forward; also for the gradient with respect to
+  the initial state alone (``y0 only``), where the discrete adjoint forms no parameter cotangent;
 * memory: in a fresh process per point, the gradient is compiled first, the peak-RSS counter
   is then reset (``/proc/self/clear_refs``) and the compiled gradient run alone; reported is the
   peak RSS above the RSS just before the run, and XLA's own temporary-buffer size of the
@@ -19,9 +22,9 @@ heavy top I = (1, 1, 0.5), χ = (0.1, 0, 1), mgl = 1, dt = 0.01, and the Suris m
 For one parameter, forward mode (``jax.jvp``) is timed too, and ``jax.grad(upright_top_cost)``,
 which runs it inside.
 
-``integrate`` checkpoints its loop (groups of ⌊√n⌋ steps under ``jax.checkpoint``), so the
-memory should grow as about √n. The peer, measured in the same run, is the same method's own
-step (``init``/``step``) in a plain ``lax.scan``, whose reverse mode stores every step.
+``integrate`` checkpoints its loop (groups of about √n steps), so the memory should grow as
+about √n. The peers, measured in the same run, are the other ``adjoint`` and the same method's
+own step (``init``/``step``) in a plain ``lax.scan``, whose reverse mode stores every step.
 """
 
 from __future__ import annotations
@@ -49,18 +52,18 @@ def _case(name):
             jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
 
 
-def _functions(name, n, peer=False):
+def _functions(name, n, variant="auto"):
     system, method, y0 = _case(name)
 
     def loss(system, y0):
-        if peer:  # the method's own step in a plain lax.scan: AD stores every step
+        if variant == "scan":  # the method's own step in a plain lax.scan: AD stores every step
             def step(state, _):
                 return method.step(system, state, 0.01)[0], None
 
             return jnp.sum(method.observe(system, jax.lax.scan(step, method.init(system, y0, 0.01), None, length=n)[0]))
-        return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=n).ys[-1])
+        return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=n, adjoint=variant).ys[-1])
 
-    return system, y0, eqx.filter_jit(loss), eqx.filter_jit(eqx.filter_grad(loss))
+    return system, y0, eqx.filter_jit(loss), eqx.filter_jit(eqx.filter_grad(loss)), eqx.filter_jit(jax.grad(loss, argnums=1))
 
 
 def _rss_kib(field: str) -> int:
@@ -71,9 +74,9 @@ def _rss_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _child(name: str, n: int, peer: bool) -> None:
+def _child(name: str, n: int, variant: str) -> None:
     """Compile the gradient, reset the peak-RSS counter, run the compiled gradient alone."""
-    system, y0, _, grad = _functions(name, n, peer)
+    system, y0, _, grad, _ = _functions(name, n, variant)
     compiled = grad.lower(system, y0).compile()
     temp = compiled.compiled.memory_analysis().temp_size_in_bytes if hasattr(compiled, "compiled") else None
     with open("/proc/self/clear_refs", "w") as f:
@@ -84,8 +87,8 @@ def _child(name: str, n: int, peer: bool) -> None:
     print(json.dumps({"peak_rss_above_start_kib": peak - before, "xla_temp_bytes": temp}))
 
 
-def _memory(name: str, n: int, peer: bool) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", name, str(n), str(int(peer))], capture_output=True, text=True,
+def _memory(name: str, n: int, variant: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(n), variant], capture_output=True, text=True,
                          timeout=1800, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -102,7 +105,7 @@ def _few_parameters(n: int) -> list[dict]:
         def loss(eps, system=system, method=method, y0=y0):
             scaled = eqx.tree_at(lambda s: s.hamiltonian, system, jax.tree.map(lambda a: a * (1 + eps) if eqx.is_inexact_array(a) else a,
                                                                                  system.hamiltonian))
-            return jnp.sum(lpjax.integrate(scaled, method, y0, 0.01, n, save_every=n).ys[-1])
+            return jnp.sum(lpjax.integrate(scaled, method, y0, 0.01, n, save_every=n, adjoint="direct").ys[-1])
 
         fwd = jax.jit(loss)
         der = jax.jit(lambda e, loss=loss: jax.jvp(loss, (e,), (jnp.ones_like(e),))[1])
@@ -129,35 +132,42 @@ def _slope(rows, key):
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        return _child(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+        return _child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     args = H.arg_parser(__doc__, "10³ and 10⁴ steps only").parse_args()
     H.start()
     steps = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     rows = []
-    cases = [(name, peer) for name in ("GL4 heavy top", "Suris Lagrange top") for peer in (False, True)]
-    for name, peer in cases:
-        label = f"{name}{' (plain scan)' if peer else ''}"
+    few = _few_parameters(10_000)  # first: after the 10⁵-step rows the same process times it up to 3× slower
+    cases = [(name, variant) for name in ("GL4 heavy top", "Suris Lagrange top") for variant in ("auto", "discrete", "direct", "scan")
+             if not (name == "GL4 heavy top" and variant == "direct")]  # auto is direct for GL4
+    for name, variant in cases:
+        label = f"{name}, " + {"auto": 'adjoint="auto"' + (" (direct)" if name.startswith("GL4") else " (discrete)"),
+                               "discrete": 'adjoint="discrete"', "direct": 'adjoint="direct"', "scan": "plain lax.scan"}[variant]
+        if variant == "discrete" and not name.startswith("GL4"):
+            continue  # auto is discrete for the explicit map
         for n in steps:
-            system, y0, fwd, grad = _functions(name, n, peer)
+            system, y0, fwd, grad, grad_y0 = _functions(name, n, variant)
             _, tf = H.time_calls(lambda: jax.block_until_ready(fwd(system, y0)))
             _, tg = H.time_calls(lambda: jax.block_until_ready(grad(system, y0)))
-            mem = _memory(name, n, peer)
+            _, ty = H.time_calls(lambda: jax.block_until_ready(grad_y0(system, y0)))
+            mem = _memory(name, n, variant)
             rows.append(dict(case=label, steps=n, forward_s=tf["time_s"], gradient_s=tg["time_s"],
                              gradient_over_forward=tg["time_s"] / tf["time_s"],
+                             gradient_y0_s=ty["time_s"], gradient_y0_over_forward=ty["time_s"] / tf["time_s"],
                              compile_forward_s=tf["first_call_s"] - tf["time_s"],
                              compile_gradient_s=tg["first_call_s"] - tg["time_s"],
                              peak_rss_kib=mem["peak_rss_above_start_kib"], xla_temp_bytes=mem["xla_temp_bytes"]))
             H.log(f"{label} n={n}: grad/fwd {rows[-1]['gradient_over_forward']:.1f}, peak RSS +{mem['peak_rss_above_start_kib']} KiB, "
                   f"XLA temp {mem['xla_temp_bytes']} B")
     labels = list(dict.fromkeys(r["case"] for r in rows))
-    few = _few_parameters(10_000)
     exponents = {name: {"peak_rss": _slope([r for r in rows if r["case"] == name], "peak_rss_kib"),
                         "xla_temp": _slope([r for r in rows if r["case"] == name], "xla_temp_bytes")}
                  for name in labels}
 
     print(f"\nGradients through integrate, {H.machine_line()}")
-    H.print_table([("case", -32, "case"), ("steps", 8, "steps"), ("fwd[ms]", 10, lambda r: f"{r['forward_s'] * 1e3:.2f}"),
+    H.print_table([("case", -46, "case"), ("steps", 8, "steps"), ("fwd[ms]", 10, lambda r: f"{r['forward_s'] * 1e3:.2f}"),
                    ("grad[ms]", 10, lambda r: f"{r['gradient_s'] * 1e3:.2f}"), ("grad/fwd", 9, "gradient_over_forward:.1f"),
+                   ("y0 only", 8, "gradient_y0_over_forward:.1f"),
                    ("compile fwd/grad[s]", 20, lambda r: f"{r['compile_forward_s']:.2f}/{r['compile_gradient_s']:.2f}"),
                    ("peak RSS[KiB]", 14, "peak_rss_kib"), ("XLA temp[B]", 13, "xla_temp_bytes")], rows, group="case")
     for name, e in exponents.items():
@@ -170,7 +180,7 @@ def main() -> None:
                    ("deriv[ms]", 10, lambda r: f"{r['derivative_s'] * 1e3:.2f}"), ("deriv/fwd", 10, "ratio:.2f")], few)
 
     fig, axes = H.plt.subplots(1, 2, figsize=(11, 4))
-    for name, marker in zip(labels, "osdv"):
+    for name, marker in zip(labels, "osdv^<"):
         rs = [r for r in rows if r["case"] == name]
         n = [r["steps"] for r in rs]
         axes[0].loglog(n, [r["gradient_over_forward"] for r in rs], marker=marker, label=name)

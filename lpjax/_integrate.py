@@ -9,6 +9,7 @@ array values reuses the compiled code.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Optional
 
@@ -19,7 +20,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from ._checks import is_traced, positive_int
-from ._integrator import RESULTS, AbstractIntegrator, StepInfo
+from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, StepInfo
 from ._system import AbstractSystem
 
 __all__ = ["Solution", "integrate"]
@@ -88,6 +89,12 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every):
         raise ValueError("y0 must be finite; it contains NaN or inf")
 
 
+def _solves_implicitly(method: AbstractIntegrator) -> bool:
+    """Whether ``method`` (or a method it wraps) solves implicit equations in its step."""
+    is_implicit = lambda x: isinstance(x, AbstractImplicitMethod)  # noqa: E731
+    return any(is_implicit(x) for x in jax.tree.leaves(method, is_leaf=is_implicit))
+
+
 def _group_size(length: int) -> int:
     """The checkpoint group: a divisor of ``length`` within a factor 2 of √length if there is one
     (no remainder loop, so the step is compiled once per level), else ⌊√length⌋."""
@@ -96,51 +103,142 @@ def _group_size(length: int) -> int:
     return min(divisors, key=lambda d: abs(d - root)) if divisors else root
 
 
-def _checkpointed_scan(f, carry, length: int):
-    """``lax.scan(f, carry, None, length)`` whose reverse mode stores O(√length) carries.
+def _loop(f, dyn, carry, length: int, discrete: bool):
+    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` over ``length`` iterations, whose reverse mode
+    stores O(√length) carries.
 
-    The iterations run in groups of about √length (:func:`_group_size`), each group under
-    ``jax.checkpoint``: the backward pass keeps the carry at each group's start and recomputes
-    one group at a time (two-level checkpointing; one extra forward sweep). Without
-    differentiation the checkpoints cost nothing. ``integrate`` nests two of these (saves, and
-    steps within a save), so gradient memory grows as about √n_steps whatever the save
-    schedule, besides the saved output itself. Loops shorter than 16 are left plain.
+    The iterations run in groups of about √length (:func:`_group_size`). The backward pass keeps
+    the carry at each group's start and recomputes one group at a time (two-level
+    checkpointing; one extra forward sweep). Each group is either ``jax.checkpoint``-ed
+    (``discrete=False``: JAX differentiates the loop, forward and reverse mode) or a
+    :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only). Without
+    differentiation neither costs anything. Loops shorter than 16 are one group.
     """
+    if discrete:
+        def run(c, n):
+            return _adjoint_scan(f, n, dyn, c)
+    else:
+        def run(c, n):
+            return jax.lax.scan(lambda c, _: f(dyn, c), c, None, length=n, unroll=n == 1)
     if length < 16:
-        return jax.lax.scan(f, carry, None, length=length)
+        return run(carry, length)
     group = _group_size(length)
     q, r = divmod(length, group)
 
     def run_group(c, _):
-        return jax.lax.scan(f, c, None, length=group)
+        return run(c, group)
 
-    carry, ys = jax.lax.scan(jax.checkpoint(run_group, prevent_cse=False), carry, None, length=q)
+    carry, ys = jax.lax.scan(run_group if discrete else jax.checkpoint(run_group, prevent_cse=False), carry, None, length=q)
     ys = jax.tree.map(lambda a: a.reshape(q * group, *a.shape[2:]), ys)
     if r:
-        carry, rest = jax.lax.scan(f, carry, None, length=r)
+        carry, rest = run(carry, r)
         ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, rest)
     return carry, ys
 
 
+def _adjoint_scan(f, length: int, dyn, carry):
+    out = _adjoint_scan_vjp(f, length, dyn, carry)
+    # Integer outputs (result codes, counters) carry no tangent: say so, so that JAX does not
+    # differentiate what reads them (``eqx.error_if`` on the result code).
+    return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _adjoint_scan_vjp(f, length: int, dyn, carry):
+    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` with a hand-written discrete adjoint.
+
+    The residual is the carry entering the loop. The backward pass recomputes the loop keeping
+    the ``length`` carries ``c_k``, then runs the adjoint recursion
+    ``λ_k = (∂f/∂c)(c_k)ᵀ (λ_{k+1}, out̄_k)`` backwards in a ``lax.scan`` that differentiates with
+    respect to the carry only, and only afterwards the parameter cotangent
+    ``Σ_k (∂f/∂dyn)(c_k)ᵀ (λ_{k+1}, out̄_k)``, all ``k`` at once under ``vmap``: the sequential
+    part is one state vector–Jacobian product per step, and the parameter part is parallel.
+    (Suris map, CPU: 53 + 82 ns per step, against 946 ns for both in the loop and 4–6 µs for
+    JAX's reverse mode of the loop.) Same gradient as JAX's, to roundoff; no forward mode.
+    """
+    return jax.lax.scan(lambda c, _: f(dyn, c), carry, None, length=length)
+
+
+def _is_primal(x):
+    return isinstance(x, jax.custom_derivatives.CustomVJPPrimal)
+
+
+def _adjoint_scan_fwd(f, length, dyn, carry):
+    # symbolic_zeros: the leaves come as (value, perturbed); the parameter cotangent is formed
+    # only for the arrays that are differentiated (none, for a gradient in y0 alone).
+    perturbed = jax.tree.map(lambda p: p.perturbed, dyn, is_leaf=_is_primal)
+    dyn, carry = jax.tree.map(lambda p: p.value, (dyn, carry), is_leaf=_is_primal)
+    return _adjoint_scan_vjp(f, length, dyn, carry), (dyn, carry, perturbed)
+
+
+def _inexact(tree):
+    return eqx.filter(tree, eqx.is_inexact_array)
+
+
+def _instantiate(ct):
+    zero = jax.custom_derivatives.SymbolicZero
+    return jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype) if isinstance(z, zero) else z, ct,
+                        is_leaf=lambda z: isinstance(z, zero))
+
+
+def _adjoint_scan_bwd(f, length, residuals, cotangents):
+    dyn, carry0, perturbed = residuals
+    ct_carry, ct_outs = _inexact(_instantiate(cotangents))
+    _, carries = jax.lax.scan(lambda c, _: (f(dyn, c)[0], c), carry0, None, length=length)
+    wanted = jax.tree.map(lambda a, p: eqx.is_inexact_array(a) and p, dyn, perturbed)
+    dyn_float, dyn_other = eqx.partition(dyn, wanted)
+
+    def local(d, c):  # one iteration's inexact outputs as a function of (dyn, carry) floats
+        c_float, c_other = c
+        out = f(eqx.combine(d, dyn_other), eqx.combine(c_float, c_other))
+        return _inexact(out)
+
+    def back(lam, xs):
+        c, ct_out = xs
+        c_float, c_other = eqx.partition(c, eqx.is_inexact_array)
+        _, vjp = jax.vjp(lambda cf: local(dyn_float, (cf, c_other)), c_float)
+        return vjp((lam, ct_out))[0], lam
+
+    lam0, lams = jax.lax.scan(back, ct_carry, (carries, ct_outs), reverse=True)
+
+    def parameter_part(c, lam, ct_out):
+        _, vjp = jax.vjp(lambda d: local(d, eqx.partition(c, eqx.is_inexact_array)), dyn_float)
+        return vjp((lam, ct_out))[0]
+
+    if not jax.tree.leaves(dyn_float):
+        return None, lam0
+    ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(parameter_part)(carries, lams, ct_outs))
+    return ct_dyn, lam0
+
+
+_adjoint_scan_vjp.defvjp(_adjoint_scan_fwd, _adjoint_scan_bwd, symbolic_zeros=True)
+
+
 @eqx.filter_jit
-def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool) -> Solution:
+def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str) -> Solution:
     y0 = eqx.error_if(y0, ~jnp.all(jnp.isfinite(y0)), "y0 must be finite; it contains NaN or inf")
     dt = eqx.error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "dt must be finite and > 0")
     rdtype = y0.dtype
     state0 = method.init(system, y0, dt)
+    dyn, static = eqx.partition((system, method, dt), eqx.is_array)
+    # The discrete adjoint runs over single steps: within a save when saves are far apart, over
+    # the saves (each a few steps) when they are close.
+    discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
-    def one_step(carry: _Carry, _):
+    def one_step(dyn, carry: _Carry):
+        system, method, dt = eqx.combine(dyn, static)
         state, result, info = method.step(system, carry.state, dt)
         return carry.update(state, result, info), None
 
-    def one_save(carry: _Carry, _):
-        carry, _ = _checkpointed_scan(one_step, carry, save_every)
+    def one_save(dyn, carry: _Carry):
+        system, method, _ = eqx.combine(dyn, static)
+        carry, _ = _loop(one_step, dyn, carry, save_every, discrete and save_every >= 16)
         return carry, method.save(system, carry.state)
 
     zero = jnp.zeros((), jnp.int32)
     init = _Carry(state0, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
     n_save = n_steps // save_every
-    carry, saved = _checkpointed_scan(one_save, init, n_save)
+    carry, saved = _loop(one_save, dyn, init, n_save, discrete and save_every < 16)
     saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), method.save(system, state0), saved)
     ys, gs = saved
     ts = t0 + dt * save_every * jnp.arange(n_save + 1, dtype=rdtype)
@@ -165,6 +263,7 @@ def integrate(
     save_every: int = 1,
     throw: bool = True,
     t0: float = 0.0,
+    adjoint: str = "auto",
 ) -> Solution:
     """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt``.
 
@@ -175,6 +274,26 @@ def integrate(
     ``save_every``, method setting, shape or dtype compiles anew. Works under ``jit``,
     ``vmap`` (over ``y0`` or over system parameters) and ``grad``.
 
+    Gradients. Reverse mode stores the carry at about √n_steps points and recomputes the
+    steps between them (two-level checkpointing), so gradient memory grows as about
+    √n_steps besides the saved output. ``adjoint`` picks how the steps are differentiated:
+
+    * ``"discrete"``: the discrete adjoint of the map, written out (the adjoint recursion over
+      the state, then the parameter cotangent of all steps at once under ``vmap``). Reverse
+      mode only (``jax.grad``, ``jax.vjp``, ``jax.jacrev``). For the Suris map over 10³–10⁵
+      steps the gradient costs 3.5–5.7 forward runs (1.1–2.9 in ``y0`` alone, when no
+      parameter cotangent is formed), against 25–180 for ``"direct"``
+      (``benchmarks/gradients.py``).
+    * ``"direct"``: JAX differentiates the checkpointed loop itself. Forward mode too
+      (``jax.jvp``, ``jax.jacfwd``: one forward run per direction, for few parameters).
+      For implicit methods its reverse mode is as fast or faster (8–13 forward runs for GL4,
+      against 9–12 for ``"discrete"``, which redoes each step's solve for the adjoint).
+    * ``"auto"`` (default): ``"direct"`` for methods with implicit solves, ``"discrete"``
+      otherwise. Forward mode through an explicit map then needs ``adjoint="direct"``
+      (JAX otherwise says it "can't apply forward-mode autodiff (jvp) to a custom_vjp function").
+
+    All give the same derivatives to roundoff.
+
     Bad input raises ``ValueError``/``TypeError`` before tracing (a system outside the
     method's family, a non-scalar or non-positive ``dt``, a non-finite ``y0``); with traced
     ``y0``/``dt``, non-finite or non-positive values raise an ``EquinoxRuntimeError`` at run
@@ -183,6 +302,8 @@ def integrate(
     """
     y0 = jnp.asarray(y0)
     _check_inputs(system, method, y0, dt, n_steps, save_every)
+    if adjoint not in ("auto", "discrete", "direct"):
+        raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')
     dt = jnp.asarray(dt, dtype=y0.dtype)
     t0 = jnp.asarray(t0, dtype=y0.dtype)
-    return _integrate(system, method, y0, dt, t0, int(n_steps), int(save_every), bool(throw))
+    return _integrate(system, method, y0, dt, t0, int(n_steps), int(save_every), bool(throw), adjoint)

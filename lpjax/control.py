@@ -45,9 +45,9 @@ def _grid_steps(T: float, dt: float, who: str) -> int:
 
 
 @eqx.filter_jit
-def _discounted_cost(system, method, mu0s, running_cost, tau, dt, n_steps: int):
+def _discounted_cost(system, method, mu0s, running_cost, tau, dt, n_steps: int, adjoint: str):
     def one(mu0):
-        sol = integrate(system, method, mu0, dt, n_steps, throw=False)
+        sol = integrate(system, method, mu0, dt, n_steps, throw=False, adjoint=adjoint)
         w = jnp.exp(-sol.ts / tau) / tau
         f = w * jax.vmap(lambda y: running_cost(system, y))(sol.ys)
         return dt * (jnp.sum(f) - 0.5 * (f[0] + f[-1])), sol.result
@@ -67,6 +67,7 @@ def discounted_cost(
     T: float,
     tau: ArrayLike,
     dt: float,
+    adjoint: str = "auto",
 ) -> Scalar:
     """``(1/K) Σ_k ∫₀ᵀ e^(−t/τ)/τ · c(μ_k(t)) dt`` over the initial states ``mu0s`` (shape ``(K, n)``).
 
@@ -76,7 +77,8 @@ def discounted_cost(
     ``T/dt`` steps of ``method`` (``T`` must be a whole number of steps) and the integral is the
     trapezoid rule on the steps. The initial states are ``vmap``-ed, the whole is compiled once
     per configuration (``eqx.filter_jit``) and differentiable with respect to any array in
-    ``system`` (and ``mu0s``, ``tau``). A failed integration raises (``EquinoxRuntimeError``).
+    ``system`` (and ``mu0s``, ``tau``): ``adjoint`` is passed to :func:`lpjax.integrate` (use
+    ``"direct"`` for forward mode). A failed integration raises (``EquinoxRuntimeError``).
     """
     n = _grid_steps(T, dt, "discounted_cost")
     mu0s = jnp.asarray(mu0s)
@@ -90,7 +92,7 @@ def discounted_cost(
     for mu0 in (mu0s if not is_traced(mu0s) else mu0s[:1]):
         system.check_state(mu0)
     dtype = mu0s.dtype
-    return _discounted_cost(system, method, mu0s, running_cost, jnp.asarray(tau, dtype), jnp.asarray(dt, dtype), n)
+    return _discounted_cost(system, method, mu0s, running_cost, jnp.asarray(tau, dtype), jnp.asarray(dt, dtype), n, adjoint)
 
 
 # The standard upright-top problem ---------------------------------------------------------------
@@ -151,7 +153,8 @@ def upright_top_cost(rho: ArrayLike, *, dt: float = 0.01, method: Optional[Abstr
 def _upright_top_value(rho, dt: float, method) -> Scalar:
     system = movable_base_top(rho=rho)
     mu0s = upright_top_initial_states(system)
-    return discounted_cost(system, method, mu0s, upright_top_running_cost, T=UPRIGHT_TOP_T, tau=UPRIGHT_TOP_TAU, dt=dt)
+    return discounted_cost(system, method, mu0s, upright_top_running_cost, T=UPRIGHT_TOP_T, tau=UPRIGHT_TOP_TAU, dt=dt,
+                           adjoint="direct")  # differentiated by jax.jvp
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))

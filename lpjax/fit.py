@@ -95,7 +95,8 @@ class _Problem(eqx.Module):
 
 
 def _residual(theta: Array, problem: _Problem) -> Array:
-    sol = integrate(problem.build(theta), problem.method, problem.y0, problem.dt, problem.n_steps, throw=False)
+    sol = integrate(problem.build(theta), problem.method, problem.y0, problem.dt, problem.n_steps, throw=False,
+                    adjoint="direct")  # differentiated by jax.jacfwd
     r = (sol.ys[problem.k][:, problem.idx] - problem.y_obs).reshape(-1)
     return eqx.error_if(r, sol.result != RESULTS.successful, "least_squares: the model integration failed")
 

@@ -51,3 +51,52 @@ def test_gradient_memory_grows_sublinearly():
     plain = _temp_bytes(name, 6400, True) / _temp_bytes(name, 400, True)
     assert growth <= 16**0.6  # measured about 16^0.45 (√n grouping); a plain scan grows 16×
     assert plain >= 16**0.95
+
+
+def _all_saves_loss(params, system, method, y0, n, save_every, adjoint):
+    """Every saved state enters (weighted), and ``dt`` and the system's arrays are inputs."""
+    dt, scale = params
+    system = eqx.tree_at(lambda s: s.hamiltonian, system,
+                         jax.tree.map(lambda a: a * scale if eqx.is_inexact_array(a) else a, system.hamiltonian))
+    ys = lpjax.integrate(system, method, y0, dt, n, save_every=save_every, adjoint=adjoint).ys
+    w = jnp.cos(jnp.arange(ys.size, dtype=ys.dtype)).reshape(ys.shape)
+    return jnp.sum(w * ys) + jnp.sum(ys[-1] ** 2)
+
+
+@pytest.mark.parametrize("method, n, save_every", [
+    *[(lpjax.SurisLagrangeTop(), n, k) for n, k in [(40, 1), (40, 4), (64, 32), (37, 37)]],
+    (lpjax.RK4(), 40, 4), (lpjax.GaussLegendre(2), 64, 32)], ids=lambda p: type(p).__name__ if isinstance(p, eqx.Module) else str(p))
+def test_discrete_adjoint_equals_jax_ad(method, n, save_every):
+    """``adjoint="discrete"`` (the hand-written adjoint: over the saves when they are < 16 steps
+    apart, over the steps of a save otherwise) gives JAX's own gradient, with respect to the
+    initial state, ``dt`` and a parameter of the system, with every saved state in the loss."""
+    system = lagrange_top(3, frame="rest")
+    y0 = CASES["Suris"][2]
+    params = (jnp.asarray(0.01), jnp.asarray(1.0))
+    grads = {a: jax.grad(_all_saves_loss, argnums=(0, 3))(params, system, method, y0, n, save_every, a)
+             for a in ("discrete", "direct")}
+    for a, b in zip(jax.tree.leaves(grads["discrete"]), jax.tree.leaves(grads["direct"])):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+    assert all(np.all(np.isfinite(a)) and np.any(a != 0) for a in jax.tree.leaves(grads["direct"]))
+
+
+def test_adjoint_choices():
+    """``"auto"`` is discrete (reverse mode only) for an explicit map, direct for GL4; the direct
+    adjoint also gives forward mode; an unknown choice is an error that names the choices."""
+    system, method, y0 = CASES["Suris"]
+
+    def final(y, adjoint):
+        return lpjax.integrate(system, method, y, 0.01, 40, save_every=40, adjoint=adjoint).ys[-1]
+
+    J_rev = jax.jacrev(final)(y0, "auto")  # y0 alone: no parameter cotangent is formed
+    J_fwd = jax.jacfwd(final)(y0, "direct")
+    np.testing.assert_allclose(J_rev, J_fwd, rtol=1e-12, atol=1e-12)
+    by_dt = {a: jax.grad(lambda dt: jnp.sum(lpjax.integrate(system, method, y0, dt, 40, save_every=40, adjoint=a).ys[-1]))(0.01)
+             for a in ("auto", "direct")}  # dt alone: the system's arrays are not differentiated
+    np.testing.assert_allclose(by_dt["auto"], by_dt["direct"], rtol=1e-12)
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jacfwd(final)(y0, "auto")
+    gl_system, gl, gl_y0 = CASES["GL4 heavy top"]
+    jax.jacfwd(lambda y: lpjax.integrate(gl_system, gl, y, 0.01, 20).ys[-1])(gl_y0)  # auto: direct for GL4
+    with pytest.raises(ValueError, match='"auto", "discrete" or "direct"'):
+        lpjax.integrate(system, method, y0, 0.01, 4, adjoint="backsolve")
