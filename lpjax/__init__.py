@@ -10,6 +10,7 @@ from . import (
     lagrangians as lagrangians,
     systems as systems,
 )
+from ._ensemble import EnsembleSolution as EnsembleSolution, ensemble as ensemble, open_ensemble as open_ensemble
 from ._integrate import Solution as Solution, integrate as integrate
 from ._integrator import (
     AbstractGroupMap as AbstractGroupMap,

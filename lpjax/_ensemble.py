@@ -1,0 +1,539 @@
+"""``ensemble``: many members at once, in chunks, with observables, per-member results, sharding
+over devices and a resumable zarr store.
+
+One member is one :func:`lpjax.integrate` run (the same ``init/step`` and the same result codes
+and statistics). The members of a chunk are ``vmap``-ed with the member axis last, so that each
+state component is an array over members that the compiler vectorizes; inside a chunk the
+members run in blocks of about a cache's worth (``lax.map``), each block running its whole time
+loop (time inside block). Chunks are the unit of dispatch, storage, progress and resume. With
+several devices, each chunk is split over them with ``shard_map``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import hashlib
+import json
+import os
+import re
+import sys
+from typing import Any, Callable, Optional, Union, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+from ._checks import positive_int
+from ._integrate import _Carry
+from ._integrator import RESULTS, AbstractIntegrator
+from ._system import AbstractSystem
+
+__all__ = ["ensemble", "EnsembleSolution", "open_ensemble"]
+
+_STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")
+_RESULT_NAMES = tuple(RESULTS._name_to_item)
+_CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
+_CPU_CHUNK = 16384
+_ACCEL_CHUNK = 1 << 20
+_FORMAT = "lpjax.ensemble/1"
+
+
+# -------------------------------------------------------------------------------- observables
+
+
+def _observe_fn(observe) -> tuple[str, Callable]:
+    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
+    if observe is None or observe == "state":
+        return "state", lambda system, y: {"state": y}
+    if observe == "casimirs":
+        return "casimirs", lambda system, y: {"casimirs": system.casimirs(y)}
+    if observe == "energy":
+        return "energy", lambda system, y: {"energy": system.energy(y)}
+    if isinstance(observe, str):
+        raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
+    if not callable(observe):
+        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
+
+    def fn(system, y):
+        out = observe(y)
+        leaves = jax.tree_util.tree_leaves_with_path(out)
+        if not leaves:
+            raise ValueError("observe(y) returned no arrays")
+        if len(leaves) == 1 and not leaves[0][0]:
+            return {"observed": jnp.asarray(leaves[0][1])}
+        return {_leaf_name(path): jnp.asarray(a) for path, a in leaves}
+
+    return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", fn
+
+
+def _leaf_name(path) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", jax.tree_util.keystr(path)).strip("_")
+    return name or "observed"
+
+
+# -------------------------------------------------------------------------------- the chunk kernel
+
+
+def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int):
+    """Members ``y0s`` (B, d), B a multiple of ``block``: ``(final y, observables, result codes,
+    statistics)``, each with the members on the first axis."""
+    B, d = y0s.shape
+    rdtype = y0s.dtype
+    n_save = n_steps // save_every
+    sys_axis = 0 if batched else None
+
+    def init(dyn_m, y0):
+        system = eqx.combine(dyn_m, static)
+        zero = jnp.zeros((), jnp.int32)
+        return _Carry(method.init(system, y0, dt), RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
+
+    def step(dyn_m, carry):
+        system = eqx.combine(dyn_m, static)
+        state, result, info = method.step(system, carry.state, dt)
+        return carry.update(state, result, info)
+
+    def observe(dyn_m, carry):
+        system = eqx.combine(dyn_m, static)
+        return observe_fn(system, method.observe(system, carry.state))
+
+    def summary(dyn_m, carry):
+        y = method.observe(eqx.combine(dyn_m, static), carry.state)
+        stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+                 "mean_iterations": carry.total_iterations.astype(rdtype) / n_steps, "num_failed_steps": carry.num_failed}
+        return y, carry.result._value, stats
+
+    # members last: every leaf of the carry and of the observables has the member axis at -1
+    v_init, v_step, v_observe, v_summary = (jax.vmap(f, in_axes=(sys_axis, -1), out_axes=-1)
+                                            for f in (init, step, observe, summary))
+
+    def run_block(dyn_b, y_b):
+        carry = v_init(dyn_b, y_b.T)
+
+        def one_save(c, _):
+            c = jax.lax.scan(lambda c, _: (v_step(dyn_b, c), None), c, None, length=save_every)[0]
+            return c, v_observe(dyn_b, c)
+
+        first = v_observe(dyn_b, carry)
+        carry, saved = jax.lax.scan(one_save, carry, None, length=n_save)
+        saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, saved)
+        return v_summary(dyn_b, carry), saved
+
+    nb = B // block
+    y_blocks = y0s.reshape(nb, block, d)
+    if batched:
+        out = jax.lax.map(lambda a: run_block(*a), (jax.tree.map(lambda a: a.reshape(nb, block, *a.shape[1:]), dyn), y_blocks))
+    else:
+        out = jax.lax.map(lambda y: run_block(dyn, y), y_blocks)
+    # (nb, ..., block) -> (nb * block, ...)
+    (y_final, result, stats), saved = jax.tree.map(lambda a: jnp.moveaxis(a, -1, 1).reshape(B, *a.shape[1:-1]), out)
+    return y_final, saved, result, stats
+
+
+@eqx.filter_jit
+def _run_chunk(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
+               devices: Optional[tuple]):
+    """One chunk (members first in and out); with ``devices``, split over them by ``shard_map``."""
+
+    def run(dyn, y0s):
+        return _run_members(dyn, static, method, y0s, dt, n_steps, save_every, observe_fn, batched, block)
+
+    if devices is None:
+        return run(dyn, y0s)
+    mesh = Mesh(np.array(devices), ("members",))
+    members, whole = PartitionSpec("members"), PartitionSpec()
+    dyn_spec = jax.tree.map(lambda _: members if batched else whole, dyn)
+    return jax.shard_map(run, mesh=mesh, in_specs=(dyn_spec, members), out_specs=members, check_vma=False)(dyn, y0s)
+
+
+# -------------------------------------------------------------------------------- the solution
+
+
+@final
+class EnsembleSolution(eqx.Module):
+    """Output of :func:`ensemble`: per-member arrays with the members on the first axis.
+
+    Attributes:
+        ts: save times, shape ``(T,)`` (``T = n_steps // save_every + 1``, the start included).
+        observables: ``{name: array (N, T, ...)}``, what ``observe`` kept at each save.
+        final_state: ``(N, d)``, each member's state after ``n_steps``.
+        result: ``(N,)`` :class:`lpjax.RESULTS` indices; 0 is success, see :attr:`result_names`.
+        stats: ``{name: (N,)}``: ``max_residual``, ``max_iterations``, ``mean_iterations``,
+            ``num_failed_steps``, per member, as in :class:`lpjax.Solution`.
+        store: the zarr store's path, or ``None``. With a store the arrays are zarr arrays,
+            read from disk on indexing (``sol.observables["energy"][:100]``); without, NumPy arrays.
+
+    Reductions over the members (:meth:`mean`, :meth:`min`, :meth:`max`, :meth:`quantile`) read
+    the members a chunk at a time (a block of saves at a time for quantiles) and by default
+    skip failed members.
+    """
+
+    ts: np.ndarray
+    observables: dict
+    final_state: Any
+    result: Any
+    stats: dict
+    store: Optional[str] = None
+    chunk_size: int = 16384
+
+    result_names: tuple = _RESULT_NAMES
+
+    @property
+    def n_members(self) -> int:
+        return int(self.result.shape[0])
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Indices of the members whose integration failed (``result != 0``)."""
+        return np.flatnonzero(np.asarray(self.result[:]) != 0)
+
+    def _name(self, name: Optional[str]) -> str:
+        if name is None:
+            if len(self.observables) != 1:
+                raise ValueError(f"several observables ({', '.join(self.observables)}): name one")
+            return next(iter(self.observables))
+        if name not in self.observables:
+            raise KeyError(f"no observable {name!r}; there are {', '.join(self.observables)}")
+        return name
+
+    def _chunks(self, name, successful_only: bool):
+        arr = self.observables[self._name(name)]
+        for lo in range(0, self.n_members, self.chunk_size):
+            a = np.asarray(arr[lo : lo + self.chunk_size])
+            if successful_only:
+                a = a[np.asarray(self.result[lo : lo + self.chunk_size]) == 0]
+            yield a
+
+    def mean(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Mean over the members, shape ``(T, ...)``."""
+        total, count = None, 0
+        for a in self._chunks(name, successful_only):
+            s = a.sum(axis=0, dtype=np.float64)
+            total, count = (s if total is None else total + s), count + a.shape[0]
+        if not count:
+            raise ValueError("no member to average (all failed)")
+        return total / count
+
+    def min(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Minimum over the members, shape ``(T, ...)``."""
+        return self._reduce(np.min, name, successful_only)
+
+    def max(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Maximum over the members, shape ``(T, ...)``."""
+        return self._reduce(np.max, name, successful_only)
+
+    def _reduce(self, f, name, successful_only):
+        out = None
+        for a in self._chunks(name, successful_only):
+            if a.shape[0]:
+                r = f(a, axis=0)
+                out = r if out is None else f(np.stack([out, r]), axis=0)
+        if out is None:
+            raise ValueError("no member to reduce (all failed)")
+        return out
+
+    def quantile(self, q, name: Optional[str] = None, *, successful_only: bool = True, saves_per_read: int = 16) -> np.ndarray:
+        """Quantiles ``q`` over the members, shape ``(len(q), T, ...)`` (``(T, ...)`` for a scalar
+        ``q``); reads ``saves_per_read`` saves of all members at a time."""
+        arr = self.observables[self._name(name)]
+        ok = np.asarray(self.result[:]) == 0 if successful_only else slice(None)
+        parts = [np.quantile(np.asarray(arr[:, t : t + saves_per_read])[ok], q, axis=0)
+                 for t in range(0, arr.shape[1], saves_per_read)]
+        return np.concatenate(parts, axis=0 if np.ndim(q) == 0 else 1)
+
+
+# -------------------------------------------------------------------------------- the store
+
+
+def _describe(obj) -> str:
+    """A description of a module without memory addresses (stable across processes)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", eqx.tree_pformat(obj, short_arrays=True, width=100))
+
+
+def _array_digest(tree) -> list:
+    return [[str(a.dtype), list(a.shape), hashlib.sha256(np.ascontiguousarray(np.asarray(a)).tobytes()).hexdigest()]
+            for a in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
+
+
+def _fingerprint(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+class _Store:
+    """A zarr v3 group: the arrays of :class:`EnsembleSolution` plus ``chunk_done`` (one flag per
+    chunk, written after the chunk's arrays; zarr writes each file through a temporary file and
+    a rename, so a killed run leaves whole files, and a chunk without its flag is recomputed)."""
+
+    def __init__(self, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool):
+        import zarr
+
+        self.path = os.fspath(path)
+        exists = os.path.exists(os.path.join(self.path, "zarr.json"))
+        if exists and not resume:
+            raise FileExistsError(f"ensemble: {self.path} already holds a store; pass resume=True to finish it, "
+                                  "or remove it to start again")
+        if exists:
+            group = zarr.open_group(self.path, mode="r+")
+            old = group.attrs.get("fingerprint")
+            if old != attrs["fingerprint"]:
+                raise ValueError(f"ensemble: the store {self.path} was made with other settings (fingerprint {old}, "
+                                 f"this run {attrs['fingerprint']}: system, method, dt, n_steps, save_every, observe, "
+                                 "initial states, chunk size or dtype differ); use another out, or remove it")
+            self.group = group
+        else:
+            try:
+                os.makedirs(self.path, exist_ok=True)
+                probe = os.path.join(self.path, ".lpjax-write-test")
+                with open(probe, "w") as f:
+                    f.write("")
+                os.remove(probe)
+            except OSError as e:
+                raise PermissionError(f"ensemble: cannot write the store at {self.path}: {e}") from None
+            group = zarr.open_group(self.path, mode="w", attributes=attrs)
+            for name, (shape, dtype) in shapes.items():
+                group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]) if name != "ts" else shape,
+                                   fill_value=0)
+            group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
+            self.group = group
+        self.done = np.asarray(self.group["chunk_done"][:]).astype(bool)
+
+    def write(self, name: str, lo: int, a: np.ndarray) -> None:
+        self.group[name][lo : lo + a.shape[0]] = a
+
+    def mark_done(self, k: int) -> None:
+        self.group["chunk_done"][k : k + 1] = np.ones(1, np.uint8)
+
+
+def open_ensemble(path: str) -> EnsembleSolution:
+    """The :class:`EnsembleSolution` of a finished store (arrays read from disk on indexing)."""
+    import zarr
+
+    group = zarr.open_group(os.fspath(path), mode="r")
+    attrs = dict(group.attrs)
+    if attrs.get("format") != _FORMAT:
+        raise ValueError(f"{path} is not an lpjax ensemble store (format {attrs.get('format')!r})")
+    done = np.asarray(group["chunk_done"][:])
+    if not done.all():
+        raise ValueError(f"{path} is unfinished: {int((~done.astype(bool)).sum())} of {done.size} chunks missing "
+                         "(run the same ensemble again with resume=True)")
+    return EnsembleSolution(
+        ts=np.asarray(group["ts"][:]),
+        observables={k: group[f"observables/{k}"] for k in attrs["observables"]},
+        final_state=group["final_state"], result=group["result"],
+        stats={k: group[f"stats/{k}"] for k in _STATS}, store=os.fspath(path), chunk_size=int(attrs["chunk_size"]),
+    )
+
+
+# -------------------------------------------------------------------------------- ensemble()
+
+
+def _resolve_dtype(dtype, y0s) -> np.dtype:
+    if dtype is None:
+        return np.dtype(jnp.asarray(y0s).dtype if np.asarray(y0s).dtype.kind == "f" else jnp.result_type(float))
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise ValueError(f"ensemble: dtype must be a floating dtype (float32 or float64), got {dt}")
+    if dt.itemsize == 8 and not jax.config.jax_enable_x64:
+        raise ValueError("ensemble: dtype float64 needs x64 in JAX (jax.config.update('jax_enable_x64', True) "
+                         "before any computation); it is off, and JAX would silently compute in float32")
+    return dt
+
+
+def _batched_size(system, method, y_one, dt) -> Optional[int]:
+    """``None`` if ``system`` steps one state of ``y_one``'s shape; else the leading size N of its
+    arrays (a system batched over parameters, e.g. by ``eqx.filter_vmap``); else an error."""
+    dyn, static = eqx.partition(system, eqx.is_array)
+
+    def one(dyn, y):
+        s = eqx.combine(dyn, static)
+        return method.observe(s, method.step(s, method.init(s, y, dt), dt)[0])
+
+    try:
+        if jax.eval_shape(one, dyn, y_one).shape == y_one.shape:
+            return None
+    except Exception:  # noqa: BLE001 - a batched system fails to step one state; checked below
+        pass
+    leaves = jax.tree_util.tree_leaves_with_path(dyn)
+    sizes = {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None) for p, a in leaves}
+    if not leaves or len(set(sizes.values())) != 1 or None in sizes.values():
+        raise ValueError("ensemble: the system neither steps one state of shape "
+                         f"{tuple(y_one.shape)} nor has all its arrays batched on a common leading axis N "
+                         f"(leading sizes: {sizes})")
+    n = next(iter(sizes.values()))
+    jax.eval_shape(jax.vmap(one, in_axes=(0, None)), dyn, y_one)  # raises the method's own error if it cannot
+    return n
+
+
+def ensemble(
+    system: AbstractSystem,
+    method: AbstractIntegrator,
+    y0s,
+    dt: float,
+    n_steps: int,
+    *,
+    save_every: Optional[int] = None,
+    observe: Union[None, str, Callable] = None,
+    chunk_size: Optional[int] = None,
+    out: Optional[str] = None,
+    resume: bool = False,
+    progress: Optional[bool] = None,
+    throw: bool = False,
+    dtype=None,
+    devices: Optional[list] = None,
+    metadata: Optional[dict] = None,
+) -> EnsembleSolution:
+    """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
+    parameters (its arrays with a leading axis N, e.g. from ``eqx.filter_vmap``; then ``y0s``
+    may be one state ``(d,)``), or both. Each member is one :func:`lpjax.integrate` run.
+
+    Args:
+        save_every: steps between saves (default ``n_steps``: the start and the end only);
+            must divide ``n_steps``.
+        observe: what is kept at each save: ``None``/``"state"`` (the state), ``"casimirs"``,
+            ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
+            (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
+        chunk_size: members per chunk, the unit of dispatch, storage, progress and resume
+            (default 16384 on CPU, 2²⁰ on an accelerator, at most N). Within a chunk the
+            members run in blocks of 2048 (CPU; time inside block, members on the last axis).
+        out: a zarr v3 store (a directory) written chunk by chunk; its attributes hold the
+            lpjax version, the system and method, dt, n_steps, ``metadata`` (e.g. seeds), the
+            creation time and the settings' fingerprint. It is checked for writing before any work.
+        resume: finish an existing store made with the same settings (only its missing chunks
+            run; the arrays come out bit-identical to an uninterrupted run); another store's
+            settings are refused.
+        progress: a progress bar over chunks (tqdm); default on when stderr is a terminal.
+        throw: raise ``RuntimeError`` naming the failed members at the end. Otherwise a failed
+            member only has its own ``result`` code: it never stops or changes the others.
+        dtype: float32 or float64 for the states and the system's arrays (default ``y0s``'s);
+            float64 with JAX's x64 off is an error.
+        devices: the devices to split each chunk over (``shard_map`` on the member axis;
+            default all of them when there are several). Results match one device bit for bit.
+            On several hosts call ``jax.distributed.initialize()`` first and pass
+            ``jax.devices()``.
+
+    Returns an :class:`EnsembleSolution`.
+    """
+    if not isinstance(method, AbstractIntegrator):
+        raise TypeError(f"ensemble: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
+    method.check_system(system)
+    n_steps = positive_int(n_steps, "n_steps")
+    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
+    if n_steps % save_every:
+        raise ValueError(f"ensemble: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
+    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
+        raise ValueError(f"ensemble: dt must be a finite scalar > 0, got {dt!r}")
+    if chunk_size is not None:
+        chunk_size = positive_int(chunk_size, "chunk_size")
+    if metadata is not None:
+        json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
+    rdtype = _resolve_dtype(dtype, y0s)
+    y0s = np.asarray(y0s, dtype=rdtype)
+    if y0s.ndim not in (1, 2):
+        raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
+    system = jax.tree.map(lambda a: jnp.asarray(a, rdtype) if eqx.is_inexact_array(a) else a, system)
+    y_one = y0s if y0s.ndim == 1 else y0s[0]
+    system_n = _batched_size(system, method, jnp.asarray(y_one), jnp.asarray(dt, rdtype))
+    if system_n is None and y0s.ndim == 1:
+        raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} and a system that is not "
+                         "batched over parameters")
+    if system_n is not None and y0s.ndim == 2 and y0s.shape[0] != system_n:
+        raise ValueError(f"ensemble: the leading axes differ: y0s has N = {y0s.shape[0]} members, the batched "
+                         f"system's arrays have {system_n}")
+    if y0s.ndim == 1:
+        y0s = np.broadcast_to(y0s, (system_n, y0s.shape[0]))
+    if system_n is None:
+        system.check_state(jnp.asarray(y_one))
+    N, d = y0s.shape
+    batched = system_n is not None
+    observe_name, observe_fn = _observe_fn(observe)
+
+    if devices is None:
+        devices = jax.devices() if len(jax.devices()) > 1 else None
+    devices = tuple(devices) if devices is not None and len(devices) > 1 else None
+    ndev = len(devices) if devices else 1
+    on_cpu = (devices[0] if devices else jax.devices()[0]).platform == "cpu"
+    chunk = min(chunk_size or (_CPU_CHUNK if on_cpu else _ACCEL_CHUNK), N)
+    per_dev = -(-chunk // ndev)
+    block = min(per_dev, _CPU_BLOCK) if on_cpu else per_dev
+    padded = -(-per_dev // block) * block * ndev  # members the compiled chunk runs (the rest are copies)
+    n_chunks = -(-N // chunk)
+
+    dyn, static = eqx.partition(system, eqx.is_array)
+    dt_arr = jnp.asarray(dt, rdtype)
+    n_save = n_steps // save_every
+
+    def run_chunk(k: int):
+        lo, hi = k * chunk, min(N, (k + 1) * chunk)
+        idx = np.arange(lo, lo + padded) % (hi - lo) + lo  # pad with the chunk's own members
+        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else dyn
+        outs = _run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
+                          batched, block, devices)
+        return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
+
+    shapes_probe = jax.eval_shape(lambda y: observe_fn(system if not batched else jax.tree.map(lambda a: a[0], system), y),
+                                  jnp.asarray(y_one))
+    shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
+    shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
+    shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in _STATS})
+    ts = (np.arange(n_save + 1) * save_every * float(dt)).astype(rdtype)
+
+    from . import __version__
+
+    settings = {
+        "format": _FORMAT, "lpjax": __version__, "system": _describe(system), "system_arrays": _array_digest(system),
+        "method": _describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,
+        "observe": observe_name, "y0s": _array_digest(y0s), "members": N, "chunk_size": chunk, "dtype": str(rdtype),
+    }
+    store = None
+    if out is not None:
+        attrs = {**{k: v for k, v in settings.items() if k not in ("system_arrays", "y0s")},
+                 "fingerprint": _fingerprint(settings), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                 "observables": list(shapes_probe), "result_names": list(_RESULT_NAMES), "metadata": metadata or {}}
+        store = _Store(out, attrs, shapes, n_chunks, chunk, resume)
+        store.write("ts", 0, ts)
+        arrays = None
+    else:
+        arrays = {k: np.zeros(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}
+
+    def save(lo, outs, k):
+        y_final, saved, result, stats = outs
+        parts = {"final_state": y_final, "result": result.astype(np.int32),
+                 **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
+        for name, a in parts.items():
+            if store is not None:
+                store.write(name, lo, a)
+            else:
+                arrays[name][lo : lo + a.shape[0]] = a
+        if store is not None:
+            store.mark_done(k)
+
+    todo = [k for k in range(n_chunks) if store is None or not store.done[k]]
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=n_chunks, initial=n_chunks - len(todo), unit="chunk", disable=not show, desc="ensemble",
+              postfix=f"{N} members x {n_steps} steps") as bar:
+        if todo:  # the first chunk alone: it compiles
+            save(*run_chunk(todo[0]), todo[0])
+            bar.update()
+        workers = 1 if devices else max(1, min(os.cpu_count() or 1, 4))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            futures = {pool.submit(run_chunk, k): k for k in todo[1:]}
+            for fut in concurrent.futures.as_completed(futures):
+                save(*fut.result(), futures[fut])
+                bar.update()
+
+    if store is not None:
+        sol = open_ensemble(store.path)
+    else:
+        sol = EnsembleSolution(ts=ts, observables={k: arrays[f"observables/{k}"] for k in shapes_probe},
+                               final_state=arrays["final_state"], result=arrays["result"],
+                               stats={k: arrays[f"stats/{k}"] for k in _STATS}, chunk_size=chunk)
+    if throw and sol.failed.size:
+        bad = sol.failed
+        codes = np.asarray(sol.result[:])[bad]
+        raise RuntimeError(f"ensemble: {bad.size} of {N} members failed: indices {bad[:20].tolist()}"
+                           f"{' ...' if bad.size > 20 else ''} ({', '.join(sorted({_RESULT_NAMES[c] for c in codes}))})")
+    return sol
