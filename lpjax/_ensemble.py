@@ -341,29 +341,21 @@ def _resolve_dtype(dtype, y0s) -> np.dtype:
     return dt
 
 
-def _batched_size(system, method, y_one, dt) -> Optional[int]:
-    """``None`` if ``system`` steps one state of ``y_one``'s shape; else the leading size N of its
-    arrays (a system batched over parameters, e.g. by ``eqx.filter_vmap``); else an error."""
+def _batched_size(system, method, y_one, dt) -> int:
+    """The common leading size N of the system's arrays (a system batched over parameters, e.g.
+    by ``eqx.filter_vmap``), checked by stepping one state with them mapped over."""
     dyn, static = eqx.partition(system, eqx.is_array)
+    sizes = {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None) for p, a in jax.tree_util.tree_leaves_with_path(dyn)}
+    if not sizes or len(set(sizes.values())) != 1 or None in sizes.values():
+        raise ValueError("ensemble: with batched_system=True every array of the system needs the same leading axis N "
+                         f"(leading sizes: {sizes})")
 
     def one(dyn, y):
         s = eqx.combine(dyn, static)
         return method.observe(s, method.step(s, method.init(s, y, dt), dt)[0])
 
-    try:
-        if jax.eval_shape(one, dyn, y_one).shape == y_one.shape:
-            return None
-    except Exception:  # noqa: BLE001 - a batched system fails to step one state; checked below
-        pass
-    leaves = jax.tree_util.tree_leaves_with_path(dyn)
-    sizes = {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None) for p, a in leaves}
-    if not leaves or len(set(sizes.values())) != 1 or None in sizes.values():
-        raise ValueError("ensemble: the system neither steps one state of shape "
-                         f"{tuple(y_one.shape)} nor has all its arrays batched on a common leading axis N "
-                         f"(leading sizes: {sizes})")
-    n = next(iter(sizes.values()))
-    jax.eval_shape(jax.vmap(one, in_axes=(0, None)), dyn, y_one)  # raises the method's own error if it cannot
-    return n
+    jax.eval_shape(jax.vmap(one, in_axes=(0, None)), dyn, y_one)  # the method's own error if it cannot
+    return next(iter(sizes.values()))
 
 
 def ensemble(
@@ -383,10 +375,12 @@ def ensemble(
     dtype=None,
     devices: Optional[list] = None,
     metadata: Optional[dict] = None,
+    batched_system: bool = False,
 ) -> EnsembleSolution:
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
-    parameters (its arrays with a leading axis N, e.g. from ``eqx.filter_vmap``; then ``y0s``
-    may be one state ``(d,)``), or both. Each member is one :func:`lpjax.integrate` run.
+    parameters (``batched_system=True``: every array of the system has a leading axis N, as
+    ``eqx.filter_vmap`` of a constructor makes it; ``y0s`` may then be one state ``(d,)``), or
+    both. Each member is one :func:`lpjax.integrate` run.
 
     Args:
         save_every: steps between saves (default ``n_steps``: the start and the end only);
@@ -434,10 +428,10 @@ def ensemble(
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
     system = jax.tree.map(lambda a: jnp.asarray(a, rdtype) if eqx.is_inexact_array(a) else a, system)
     y_one = y0s if y0s.ndim == 1 else y0s[0]
-    system_n = _batched_size(system, method, jnp.asarray(y_one), jnp.asarray(dt, rdtype))
+    system_n = _batched_size(system, method, jnp.asarray(y_one), jnp.asarray(dt, rdtype)) if batched_system else None
     if system_n is None and y0s.ndim == 1:
-        raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} and a system that is not "
-                         "batched over parameters")
+        raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
+                         "parameters pass batched_system=True)")
     if system_n is not None and y0s.ndim == 2 and y0s.shape[0] != system_n:
         raise ValueError(f"ensemble: the leading axes differ: y0s has N = {y0s.shape[0]} members, the batched "
                          f"system's arrays have {system_n}")
@@ -447,6 +441,7 @@ def ensemble(
         system.check_state(jnp.asarray(y_one))
     N, d = y0s.shape
     batched = system_n is not None
+    dyn, static = eqx.partition(system, eqx.is_array)
     observe_name, observe_fn = _observe_fn(observe)
 
     if devices is None:
@@ -460,20 +455,19 @@ def ensemble(
     padded = -(-per_dev // block) * block * ndev  # members the compiled chunk runs (the rest are copies)
     n_chunks = -(-N // chunk)
 
-    dyn, static = eqx.partition(system, eqx.is_array)
     dt_arr = jnp.asarray(dt, rdtype)
     n_save = n_steps // save_every
 
     def run_chunk(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
-        idx = np.arange(lo, lo + padded) % (hi - lo) + lo  # pad with the chunk's own members
+        idx = lo + np.arange(padded) % (hi - lo)  # pad with the chunk's own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else dyn
         outs = _run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
                           batched, block, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
-    shapes_probe = jax.eval_shape(lambda y: observe_fn(system if not batched else jax.tree.map(lambda a: a[0], system), y),
-                                  jnp.asarray(y_one))
+    member0 = eqx.combine(jax.tree.map(lambda a: a[0], dyn), static) if batched else system
+    shapes_probe = jax.eval_shape(lambda y: observe_fn(member0, y), jnp.asarray(y_one))
     shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
     shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
     shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in _STATS})
