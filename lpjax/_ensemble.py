@@ -44,29 +44,45 @@ _FORMAT = "lpjax.ensemble/1"
 # -------------------------------------------------------------------------------- observables
 
 
-def _observe_fn(observe) -> tuple[str, Callable]:
-    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
-    if observe is None or observe == "state":
-        return "state", lambda system, y: {"state": y}
-    if observe == "casimirs":
-        return "casimirs", lambda system, y: {"casimirs": system.casimirs(y)}
-    if observe == "energy":
-        return "energy", lambda system, y: {"energy": system.energy(y)}
-    if isinstance(observe, str):
-        raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
-    if not callable(observe):
-        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
+def _observe_state(system, y):
+    return {"state": y}
 
-    def fn(system, y):
-        out = observe(y)
-        leaves = jax.tree_util.tree_leaves_with_path(out)
+
+def _observe_casimirs(system, y):
+    return {"casimirs": system.casimirs(y)}
+
+
+def _observe_energy(system, y):
+    return {"energy": system.energy(y)}
+
+
+_BUILTIN = {None: _observe_state, "state": _observe_state, "casimirs": _observe_casimirs, "energy": _observe_energy}
+
+
+class _UserObserve(eqx.Module):
+    """``observe(y)`` as ``(system, y) -> {name: array}``; hashable by the function, so that the
+    same function reuses the compiled chunk."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, system, y):
+        leaves = jax.tree_util.tree_leaves_with_path(self.fn(y))
         if not leaves:
             raise ValueError("observe(y) returned no arrays")
         if len(leaves) == 1 and not leaves[0][0]:
             return {"observed": jnp.asarray(leaves[0][1])}
         return {_leaf_name(path): jnp.asarray(a) for path, a in leaves}
 
-    return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", fn
+
+def _observe_fn(observe) -> tuple[str, Callable]:
+    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
+    if isinstance(observe, str) or observe is None:
+        if observe not in _BUILTIN:
+            raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
+        return observe or "state", _BUILTIN[observe]
+    if not callable(observe):
+        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
+    return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", _UserObserve(observe)
 
 
 def _leaf_name(path) -> str:
@@ -449,7 +465,10 @@ def ensemble(
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     ndev = len(devices) if devices else 1
     on_cpu = (devices[0] if devices else jax.devices()[0]).platform == "cpu"
+    workers = 1 if devices else max(1, min(os.cpu_count() or 1, 4))
     chunk = min(chunk_size or (_CPU_CHUNK if on_cpu else _ACCEL_CHUNK), N)
+    if chunk_size is None and on_cpu:  # at least one chunk per worker thread
+        chunk = min(chunk, max(_CPU_BLOCK, -(-N // workers)))
     per_dev = -(-chunk // ndev)
     block = min(per_dev, _CPU_BLOCK) if on_cpu else per_dev
     padded = -(-per_dev // block) * block * ndev  # members the compiled chunk runs (the rest are copies)
@@ -473,15 +492,15 @@ def ensemble(
     shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in _STATS})
     ts = (np.arange(n_save + 1) * save_every * float(dt)).astype(rdtype)
 
-    from . import __version__
-
-    settings = {
-        "format": _FORMAT, "lpjax": __version__, "system": _describe(system), "system_arrays": _array_digest(system),
-        "method": _describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,
-        "observe": observe_name, "y0s": _array_digest(y0s), "members": N, "chunk_size": chunk, "dtype": str(rdtype),
-    }
     store = None
     if out is not None:
+        from . import __version__
+
+        settings = {
+            "format": _FORMAT, "lpjax": __version__, "system": _describe(system), "system_arrays": _array_digest(system),
+            "method": _describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,
+            "observe": observe_name, "y0s": _array_digest(y0s), "members": N, "chunk_size": chunk, "dtype": str(rdtype),
+        }
         attrs = {**{k: v for k, v in settings.items() if k not in ("system_arrays", "y0s")},
                  "fingerprint": _fingerprint(settings), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                  "observables": list(shapes_probe), "result_names": list(_RESULT_NAMES), "metadata": metadata or {}}
@@ -512,7 +531,6 @@ def ensemble(
         if todo:  # the first chunk alone: it compiles
             save(*run_chunk(todo[0]), todo[0])
             bar.update()
-        workers = 1 if devices else max(1, min(os.cpu_count() or 1, 4))
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             futures = {pool.submit(run_chunk, k): k for k in todo[1:]}
             for fut in concurrent.futures.as_completed(futures):
