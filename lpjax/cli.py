@@ -1,5 +1,5 @@
-"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM``, ``lpjax reproduce FIGURE`` and
-``lpjax tune movable-top``."""
+"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM``, ``lpjax ensemble SYSTEM``,
+``lpjax show STORE``, ``lpjax reproduce FIGURE`` and ``lpjax tune movable-top``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ _SYSTEMS: dict[str, tuple[Callable, list, str]] = {
         [1.0, 0.3, -0.5, 0.2, 0.8, -0.4],
         "free rigid body on so(4)*, J = (0.5, 1, 1.5, 2)",
     ),
+    "lagrange_top": (
+        lambda: _zoo().lagrange_top(3, frame="rest"),
+        [0.3, -0.2, 0.5, 0.0, 0.6, 0.8],
+        "Lagrange top on e(3)*, rest frame (seed 000, sec. 6), gravity e3",
+    ),
     "heavy_top_4d": (
         lambda: _zoo().heavy_top_n([0.5, 0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 1.0]),
         [1.0, 0.3, -0.5, 0.2, 0.8, -0.4, 0.1, 0.2, 0.3, 0.9],
@@ -52,21 +57,26 @@ def _method(name: str):
         return lpjax.RK4()
     if key.startswith("gl") and key[2:].isdigit() and int(key[2:]) >= 2 and int(key[2:]) % 2 == 0:
         return lpjax.GaussLegendre(int(key[2:]) // 2)
-    raise SystemExit(f"lpjax: unknown method {name!r}; expected 'rk4' or 'gl<order>' with even order (gl2, gl4, gl6, ...)")
+    if key in ("mv", "moser-veselov"):
+        return lpjax.MoserVeselov()
+    if key == "suris":
+        return lpjax.SurisLagrangeTop()
+    raise SystemExit(f"lpjax: unknown method {name!r}; expected 'rk4', 'gl<order>' with even order (gl2, gl4, ...), "
+                     "'mv' (Moser-Veselov, rigid bodies) or 'suris' (Lagrange top)")
 
 
 def _cmd_list() -> int:
     print("systems:")
     for name, (_, _, summary) in _SYSTEMS.items():
         print(f"  {name:16s} {summary}")
-    print("methods:\n  rk4              classical Runge-Kutta 4\n  gl<2s>           Gauss-Legendre with s stages (gl2, gl4, gl6, ...)")
+    print("methods:\n  rk4              classical Runge-Kutta 4\n  gl<2s>           Gauss-Legendre with s stages (gl2, gl4, gl6, ...)"
+          "\n  mv               Moser-Veselov (rigid bodies)\n  suris            Suris' map (lagrange_top)")
     print("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
     return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    if args.system not in _SYSTEMS:
-        raise SystemExit(f"lpjax: unknown system {args.system!r}; choose one of {', '.join(_SYSTEMS)}")
+    system, method, y0 = _system_and_method(args.system, args.method)
     if not (args.dt > 0 and np.isfinite(args.dt)) or not (args.t1 > 0 and np.isfinite(args.t1)):
         raise SystemExit("lpjax: --dt and --t1 must be finite and > 0")
     if args.plot:
@@ -74,18 +84,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             require_matplotlib("lpjax run --plot")
         except ImportError as e:
             raise SystemExit(f"lpjax: {e}") from None
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
     import lpjax
     from lpjax.diagnostics import relative_invariant_error
 
-    make, y0, _ = _SYSTEMS[args.system]
-    system, method = make(), _method(args.method)
     n_steps = max(1, int(round(args.t1 / args.dt)))
     save_every = max(1, n_steps // args.saves)
     n_steps -= n_steps % save_every
-    sol = lpjax.integrate(system, method, np.asarray(y0), args.dt, n_steps, save_every=save_every)
+    sol = lpjax.integrate(system, method, y0, args.dt, n_steps, save_every=save_every)
     e = np.asarray(relative_invariant_error(system.energy, sol.ys))
     c = np.asarray(relative_invariant_error(system.casimirs, sol.ys))
     print(f"{args.system} with {args.method}: {n_steps} steps of {args.dt} to t = {float(sol.ts[-1]):g}")
@@ -116,6 +121,95 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _atomic_write(args.plot, lambda p: fig.savefig(p, dpi=100, format="png"))
         print(f"  wrote {args.plot}")
     return 0
+
+
+def _system_and_method(system_name: str, method_name: str):
+    """The zoo system, the method and the default state, in float64 (x64 on before anything is built)."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    if system_name not in _SYSTEMS:
+        raise SystemExit(f"lpjax: unknown system {system_name!r}; choose one of {', '.join(_SYSTEMS)}")
+    make, y0, _ = _SYSTEMS[system_name]
+    system, method = make(), _method(method_name)
+    try:
+        method.check_system(system)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"lpjax: {e}") from None
+    return system, method, np.asarray(y0)
+
+
+def _cmd_ensemble(args: argparse.Namespace) -> int:
+    import lpjax
+
+    system, method, y0 = _system_and_method(args.system, args.method)
+    if args.n < 1 or args.steps < 1 or not (args.dt > 0 and np.isfinite(args.dt)) or not (args.spread >= 0):
+        raise SystemExit("lpjax: --n and --steps must be >= 1, --dt finite and > 0, --spread >= 0")
+    rng = np.random.default_rng(args.seed)
+    y0s = y0 + args.spread * rng.standard_normal((args.n, y0.size))
+    t = time.perf_counter()
+    try:
+        sol = lpjax.ensemble(system, method, y0s, args.dt, args.steps, save_every=args.save_every or args.steps,
+                             observe=args.observe, out=args.out, resume=args.resume,
+                             metadata={"seed": args.seed, "spread": args.spread, "system": args.system, "method": args.method})
+    except (FileExistsError, PermissionError, ValueError) as e:
+        raise SystemExit(f"lpjax: {e}") from None
+    wall = time.perf_counter() - t
+    print(f"{args.n} members x {args.steps} steps of {args.system} with {args.method}: {wall:.2f} s "
+          f"({args.n * args.steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
+    print(f"  wrote {args.out}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    import lpjax
+
+    try:
+        sol = lpjax.open_ensemble(args.store)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"lpjax: {e}") from None
+    import zarr
+
+    attrs = dict(zarr.open_group(args.store, mode="r").attrs)
+    print(f"{args.store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']}, "
+          f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
+    print(f"  lpjax {attrs['lpjax']}, created {attrs['created']}, metadata {json.dumps(attrs['metadata'])}")
+    print(f"  method: {attrs['method'].splitlines()[0]}")
+    print(f"  failed members: {sol.failed.size}" + (f" (first: {sol.failed[:10].tolist()})" if sol.failed.size else ""))
+    errors = {}
+    for name in sol.observables:
+        first, last = sol.observables[name][:, 0], sol.observables[name][:, -1]
+        ok = np.asarray(sol.result[:]) == 0
+        err = (np.abs(last - first) / np.maximum(np.abs(first), np.finfo(first.dtype).tiny))[ok]
+        errors[name] = err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
+        print(f"  {name}: final mean {np.array2string(sol.mean(name)[-1], precision=6)}, "
+              f"relative change start->end: median {np.median(errors[name]):.3e}, max {errors[name].max():.3e}")
+    if args.plot:
+        _show_plot(sol, errors, args.plot)
+        print(f"  wrote {args.plot}")
+    return 0
+
+
+def _show_plot(sol, errors: dict, path: str) -> None:
+    require_matplotlib("lpjax show --plot")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, err in errors.items():
+        axes[0].hist(np.log10(np.maximum(err, 1e-18)), bins=50, alpha=0.6, label=name)
+        q = sol.quantile([0.05, 0.5, 0.95], name)
+        q = q.reshape(3, q.shape[1], -1)[..., 0]
+        axes[1].plot(sol.ts, q[1], label=f"{name} (first component): median")
+        axes[1].fill_between(sol.ts, q[0], q[2], alpha=0.3, label=f"{name}: 5-95%")
+    axes[0].set(xlabel="log10 relative change, start to end", ylabel="members", title="final invariant errors")
+    axes[1].set(xlabel="t", title="observable quantiles over the members")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
 
 
 _REPRODUCE_DEFAULT_OUT = "results/seed002/"
@@ -233,6 +327,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--saves", type=int, default=1000, help="about how many states to save")
     run.add_argument("--out", help="write ts, ys and metadata to this .npz file")
     run.add_argument("--plot", help="write a PNG of the state and invariant errors")
+    ens = sub.add_parser("ensemble", help="run an ensemble around a system's default state into a zarr store")
+    ens.add_argument("system")
+    ens.add_argument("--n", type=int, required=True, help="members")
+    ens.add_argument("--method", default="gl4")
+    ens.add_argument("--dt", type=float, default=0.01)
+    ens.add_argument("--steps", type=int, required=True)
+    ens.add_argument("--save-every", type=int, default=None, help="steps between saves (default: start and end only)")
+    ens.add_argument("--seed", type=int, default=0)
+    ens.add_argument("--spread", type=float, default=0.1, help="standard deviation of the Gaussian spread of the states")
+    ens.add_argument("--observe", choices=["casimirs", "energy", "state"], default="casimirs")
+    ens.add_argument("--out", required=True, help="the zarr store (a directory)")
+    ens.add_argument("--resume", action="store_true", help="finish an interrupted store with the same settings")
+    show = sub.add_parser("show", help="summarize an ensemble store")
+    show.add_argument("store")
+    show.add_argument("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")
     rep = sub.add_parser("reproduce", help="reproduce a figure of a seed paper (PNG + JSON)")
     rep.add_argument("figure", help="seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, seed002-fig6 or all")
     rep.add_argument("--out", default=_REPRODUCE_DEFAULT_OUT,
@@ -249,6 +358,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _cmd_reproduce(args)
     if args.cmd == "tune":
         return _cmd_tune(args)
+    if args.cmd == "ensemble":
+        return _cmd_ensemble(args)
+    if args.cmd == "show":
+        return _cmd_show(args)
     return _cmd_run(args)
 
 

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
+from .. import _small as sm
 from .._checks import optional_tol, positive_int
 from ._base import RESULTS, AbstractIntegrator, StepInfo
 
@@ -102,27 +103,38 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     """
     eps = float(jnp.finfo(z0.dtype).eps)
 
+    def below(e, e_prev, bound):
+        """``estimate(e, e_prev) <= bound`` without dividing (it runs at every update):
+        ``θ = e/e_prev < ½`` and ``e²/(e_prev − e) <= bound``, or else ``e <= bound``."""
+        fast = jnp.isfinite(e_prev) & (2 * e < e_prev)
+        return jnp.where(fast, e * e <= bound * (e_prev - e), e <= bound)
+
     def body(carry):
         k, z, first, e_prev, _, _ = carry
         r = g(z)
         dz = update(r, z)
         z = z - dz
-        e = jnp.max(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
+        e = sm.max_entry(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
+        met = below(e, e_prev, tol)
+        first = jnp.where(met & (first > max_iters), k + 1, first)
+        shrinking = jnp.isfinite(e_prev) & (e < e_prev)  # θ < 1
+        done = below(e, e_prev, eps) | (met & ~shrinking)
+        return k + 1, z, first, e, e_prev, done
+
+    def estimate(e, e_prev):
         theta = jnp.where(jnp.isfinite(e_prev), e / e_prev, 1.0)
-        est = jnp.where(theta < 0.5, e * theta / (1 - theta), e)
-        first = jnp.where((est <= tol) & (first > max_iters), k + 1, first)
-        done = (est <= eps) | ((est <= tol) & ~(theta < 1))
-        return k + 1, z, first, e, est, done
+        return jnp.where(theta < 0.5, e * theta / (1 - theta), e)
 
     inf = jnp.full((), jnp.inf, z0.dtype)
     init = (jnp.zeros((), jnp.int32), z0, jnp.asarray(max_iters + 1, jnp.int32), inf, inf, jnp.asarray(False))
     if early_exit:
-        k, z, _, _, est, _ = jax.lax.while_loop(lambda c: (c[0] < max_iters) & ~c[5], body, init)
+        k, z, _, e, e_prev, _ = jax.lax.while_loop(lambda c: (c[0] < max_iters) & ~c[5], body, init)
         iterations = k
     else:
-        (_, z, iterations, _, est, _), _ = jax.lax.scan(
+        (_, z, iterations, e, e_prev, _), _ = jax.lax.scan(
             lambda c, _: (body(c), None), init, None, length=max_iters, unroll=unroll
         )
+    est = estimate(e, e_prev)
     # custom_root's JVP rule mishandles integer aux outputs: carry the count as a float
     return z, (iterations.astype(z.dtype), est / tol)
 
@@ -166,7 +178,7 @@ def implicit_solve(
         z, aux = solve(g, z0)
     first, err = jax.lax.stop_gradient(aux)
     # the residual at the returned root (for Runge–Kutta stages XLA shares it with the update)
-    res = jnp.max(jnp.abs(g(jax.lax.stop_gradient(z))))
+    res = sm.max_entry(jnp.abs(g(jax.lax.stop_gradient(z))))
     result = RESULTS.where(err <= 1, RESULTS.successful, RESULTS.implicit_solve_failed)
     iterations = jnp.minimum(first.astype(jnp.int32), max_iters)
     return z, result, StepInfo(res, iterations)

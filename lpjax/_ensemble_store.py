@@ -1,0 +1,200 @@
+"""The output of :func:`lpjax.ensemble`: :class:`EnsembleSolution`, its zarr store, and
+:func:`open_ensemble`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from typing import Any, Optional, final
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from ._integrator import RESULTS
+
+__all__ = ["EnsembleSolution", "open_ensemble"]
+
+STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")
+RESULT_NAMES = tuple(RESULTS._name_to_item)
+FORMAT = "lpjax.ensemble/1"
+
+
+# -------------------------------------------------------------------------------- the solution
+
+
+@final
+class EnsembleSolution(eqx.Module):
+    """Output of :func:`ensemble`: per-member arrays with the members on the first axis.
+
+    Attributes:
+        ts: save times, shape ``(T,)`` (``T = n_steps // save_every + 1``, the start included).
+        observables: ``{name: array (N, T, ...)}``, what ``observe`` kept at each save.
+        final_state: ``(N, d)``, each member's state after ``n_steps``.
+        result: ``(N,)`` :class:`lpjax.RESULTS` indices; 0 is success, see :attr:`result_names`.
+        stats: ``{name: (N,)}``: ``max_residual``, ``max_iterations``, ``mean_iterations``,
+            ``num_failed_steps``, per member, as in :class:`lpjax.Solution`.
+        store: the zarr store's path, or ``None``. With a store the arrays are zarr arrays,
+            read from disk on indexing (``sol.observables["energy"][:100]``); without, NumPy arrays.
+
+    Reductions over the members (:meth:`mean`, :meth:`min`, :meth:`max`, :meth:`quantile`) read
+    the members a chunk at a time (a block of saves at a time for quantiles) and by default
+    skip failed members.
+    """
+
+    ts: np.ndarray
+    observables: dict
+    final_state: Any
+    result: Any
+    stats: dict
+    store: Optional[str] = None
+    chunk_size: int = 16384
+
+    result_names: tuple = RESULT_NAMES
+
+    @property
+    def n_members(self) -> int:
+        return int(self.result.shape[0])
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Indices of the members whose integration failed (``result != 0``)."""
+        return np.flatnonzero(np.asarray(self.result[:]) != 0)
+
+    def _name(self, name: Optional[str]) -> str:
+        if name is None:
+            if len(self.observables) != 1:
+                raise ValueError(f"several observables ({', '.join(self.observables)}): name one")
+            return next(iter(self.observables))
+        if name not in self.observables:
+            raise KeyError(f"no observable {name!r}; there are {', '.join(self.observables)}")
+        return name
+
+    def _chunks(self, name, successful_only: bool):
+        arr = self.observables[self._name(name)]
+        for lo in range(0, self.n_members, self.chunk_size):
+            a = np.asarray(arr[lo : lo + self.chunk_size])
+            if successful_only:
+                a = a[np.asarray(self.result[lo : lo + self.chunk_size]) == 0]
+            yield a
+
+    def mean(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Mean over the members, shape ``(T, ...)``."""
+        total, count = None, 0
+        for a in self._chunks(name, successful_only):
+            s = a.sum(axis=0, dtype=np.float64)
+            total, count = (s if total is None else total + s), count + a.shape[0]
+        if not count:
+            raise ValueError("no member to average (all failed)")
+        return total / count
+
+    def min(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Minimum over the members, shape ``(T, ...)``."""
+        return self._reduce(np.min, name, successful_only)
+
+    def max(self, name: Optional[str] = None, *, successful_only: bool = True) -> np.ndarray:
+        """Maximum over the members, shape ``(T, ...)``."""
+        return self._reduce(np.max, name, successful_only)
+
+    def _reduce(self, f, name, successful_only):
+        out = None
+        for a in self._chunks(name, successful_only):
+            if a.shape[0]:
+                r = f(a, axis=0)
+                out = r if out is None else f(np.stack([out, r]), axis=0)
+        if out is None:
+            raise ValueError("no member to reduce (all failed)")
+        return out
+
+    def quantile(self, q, name: Optional[str] = None, *, successful_only: bool = True, saves_per_read: int = 16) -> np.ndarray:
+        """Quantiles ``q`` over the members, shape ``(len(q), T, ...)`` (``(T, ...)`` for a scalar
+        ``q``); reads ``saves_per_read`` saves of all members at a time."""
+        arr = self.observables[self._name(name)]
+        ok = np.asarray(self.result[:]) == 0 if successful_only else slice(None)
+        parts = [np.quantile(np.asarray(arr[:, t : t + saves_per_read])[ok], q, axis=0)
+                 for t in range(0, arr.shape[1], saves_per_read)]
+        return np.concatenate(parts, axis=0 if np.ndim(q) == 0 else 1)
+
+
+# -------------------------------------------------------------------------------- the store
+
+
+def describe(obj) -> str:
+    """A description of a module without memory addresses (stable across processes)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", eqx.tree_pformat(obj, short_arrays=True, width=100))
+
+
+def array_digest(tree) -> list:
+    return [[str(a.dtype), list(a.shape), hashlib.sha256(np.ascontiguousarray(np.asarray(a)).tobytes()).hexdigest()]
+            for a in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
+
+
+def fingerprint(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+class Store:
+    """A zarr v3 group: the arrays of :class:`EnsembleSolution` plus ``chunk_done`` (one flag per
+    chunk, written after the chunk's arrays; zarr writes each file through a temporary file and
+    a rename, so a killed run leaves whole files, and a chunk without its flag is recomputed)."""
+
+    def __init__(self, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool):
+        import zarr
+
+        self.path = os.fspath(path)
+        exists = os.path.exists(os.path.join(self.path, "zarr.json"))
+        if exists and not resume:
+            raise FileExistsError(f"ensemble: {self.path} already holds a store; pass resume=True to finish it, "
+                                  "or remove it to start again")
+        if exists:
+            group = zarr.open_group(self.path, mode="r+")
+            old = group.attrs.get("fingerprint")
+            if old != attrs["fingerprint"]:
+                raise ValueError(f"ensemble: the store {self.path} was made with other settings (fingerprint {old}, "
+                                 f"this run {attrs['fingerprint']}: system, method, dt, n_steps, save_every, observe, "
+                                 "initial states, chunk size or dtype differ); use another out, or remove it")
+            self.group = group
+        else:
+            try:
+                os.makedirs(self.path, exist_ok=True)
+                probe = os.path.join(self.path, ".lpjax-write-test")
+                with open(probe, "w") as f:
+                    f.write("")
+                os.remove(probe)
+            except OSError as e:
+                raise PermissionError(f"ensemble: cannot write the store at {self.path}: {e}") from None
+            group = zarr.open_group(self.path, mode="w", attributes=attrs)
+            for name, (shape, dtype) in shapes.items():
+                group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]) if name != "ts" else shape,
+                                   fill_value=0)
+            group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
+            self.group = group
+        self.done = np.asarray(self.group["chunk_done"][:]).astype(bool)
+
+    def write(self, name: str, lo: int, a: np.ndarray) -> None:
+        self.group[name][lo : lo + a.shape[0]] = a
+
+    def mark_done(self, k: int) -> None:
+        self.group["chunk_done"][k : k + 1] = np.ones(1, np.uint8)
+
+
+def open_ensemble(path: str) -> EnsembleSolution:
+    """The :class:`EnsembleSolution` of a finished store (arrays read from disk on indexing)."""
+    import zarr
+
+    group = zarr.open_group(os.fspath(path), mode="r")
+    attrs = dict(group.attrs)
+    if attrs.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an lpjax ensemble store (format {attrs.get('format')!r})")
+    done = np.asarray(group["chunk_done"][:])
+    if not done.all():
+        raise ValueError(f"{path} is unfinished: {int((~done.astype(bool)).sum())} of {done.size} chunks missing "
+                         "(run the same ensemble again with resume=True)")
+    return EnsembleSolution(
+        ts=np.asarray(group["ts"][:]),
+        observables={k: group[f"observables/{k}"] for k in attrs["observables"]},
+        final_state=group["final_state"], result=group["result"],
+        stats={k: group[f"stats/{k}"] for k in STATS}, store=os.fspath(path), chunk_size=int(attrs["chunk_size"]),
+    )
