@@ -24,26 +24,21 @@ _UNROLL_REDUCE = 64  # largest size whose reductions are written entry by entry
 __all__ = [
     "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
     "transpose", "wedge", "lin", "solve", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
-    "max_entry", "all_finite",
+    "max_entry",
 ]
 
 
 def max_entry(x: Array) -> Array:
     """``jnp.max(x)`` over all entries, as a chain of elementwise maxima for small ``x``: under a
     ``vmap`` whose member axis is last it is then fused elementwise code over the members, where
-    a ``reduce`` over the leading axes is a kernel of its own (3.5× slower Moser–Veselov ensembles)."""
+    a ``reduce`` over the leading axes is a kernel of its own. Measured on Moser–Veselov
+    ensembles: 4.5e6 against 3.3e6 body-steps/s. (Not for every reduction: the finiteness test
+    of Suris' state is faster as ``jnp.all``, 9.3e7 against 3.4e7.)"""
     flat = jnp.reshape(x, -1)
     if flat.size > _UNROLL_REDUCE or flat.size == 0:
         return jnp.max(flat)
     return functools.reduce(jnp.maximum, [flat[i] for i in range(flat.size)])
 
-
-def all_finite(x: Array) -> Array:
-    """``jnp.all(jnp.isfinite(x))``, entry by entry for small ``x`` (see :func:`max_entry`)."""
-    flat = jnp.reshape(x, -1)
-    if flat.size > _UNROLL_REDUCE or flat.size == 0:
-        return jnp.all(jnp.isfinite(flat))
-    return functools.reduce(jnp.logical_and, [jnp.isfinite(flat[i]) for i in range(flat.size)])
 
 
 def unstack(x: Array) -> Vec:

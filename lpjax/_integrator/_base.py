@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree, Scalar
 
-from .. import _small as sm
 from .._group import SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
@@ -147,7 +146,7 @@ class AbstractGroupMap(AbstractIntegrator):
 
 def finite_result(y: Array) -> Any:
     """``RESULTS.nonfinite_state`` where ``y`` has a NaN/inf entry, else ``successful``."""
-    return RESULTS.where(sm.all_finite(y), RESULTS.successful, RESULTS.nonfinite_state)
+    return RESULTS.where(jnp.all(jnp.isfinite(y)), RESULTS.successful, RESULTS.nonfinite_state)
 
 
 def first_failure(result, y: Array) -> Any:
