@@ -353,9 +353,11 @@ def ensemble(
             save(*run_chunk(todo[0]), todo[0])
             bar.update()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(run_chunk, k): k for k in todo[1:]}
+            # each worker saves its own chunk (disjoint slices), so no finished chunk's output is
+            # held in a future: memory stays the output plus one chunk per worker
+            futures = [pool.submit(lambda k: save(*run_chunk(k), k), k) for k in todo[1:]]
             for fut in concurrent.futures.as_completed(futures):
-                save(*fut.result(), futures[fut])
+                fut.result()
                 bar.update()
 
     if store is not None:
