@@ -12,6 +12,7 @@ from . import (
 )
 from ._ensemble import EnsembleSolution as EnsembleSolution, ensemble as ensemble, open_ensemble as open_ensemble
 from ._integrate import Solution as Solution, integrate as integrate
+from ._version import __version__ as __version__
 from ._integrator import (
     AbstractGroupMap as AbstractGroupMap,
     AbstractImplicitMethod as AbstractImplicitMethod,
@@ -38,4 +39,3 @@ from ._system import (
     LiePoissonSystem as LiePoissonSystem,
 )
 
-__version__ = "0.1.0"

@@ -32,6 +32,7 @@ from ._ensemble_store import (
 from ._integrate import _Carry
 from ._integrator import RESULTS, AbstractIntegrator
 from ._system import AbstractSystem
+from ._version import __version__
 
 __all__ = ["ensemble", "EnsembleSolution", "open_ensemble"]
 
@@ -315,8 +316,6 @@ def ensemble(
 
     store = None
     if out is not None:
-        from . import __version__
-
         settings = {
             "format": FORMAT, "lpjax": __version__, "system": describe(system), "system_arrays": array_digest(system),
             "method": describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,

@@ -1,0 +1,3 @@
+"""The package version (one place; ``lpjax.__version__``)."""
+
+__version__ = "0.1.0"
