@@ -242,8 +242,9 @@ def ensemble(
             float64 with JAX's x64 off is an error.
         devices: the devices to split each chunk over (``shard_map`` on the member axis;
             default all of them when there are several). Results match one device bit for bit.
-            On several hosts call ``jax.distributed.initialize()`` first and pass
-            ``jax.devices()``.
+            Several hosts: after ``jax.distributed.initialize()``, run each host's share of the
+            members with ``devices=jax.local_devices()`` and its own ``out``; one run over
+            every host's devices is not supported yet (the chunk is built on the host).
 
     Returns an :class:`EnsembleSolution`.
     """
