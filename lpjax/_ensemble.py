@@ -17,7 +17,7 @@ import json
 import os
 import re
 import sys
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Union, final
 
 import equinox as eqx
 import jax
@@ -30,7 +30,7 @@ from ._ensemble_store import (
     FORMAT, RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, describe, fingerprint, open_ensemble,
 )
 from ._integrate import _Carry
-from ._integrator import RESULTS, AbstractIntegrator
+from ._integrator import AbstractIntegrator
 from ._system import AbstractSystem
 from ._version import __version__
 
@@ -59,6 +59,7 @@ def _observe_energy(system, y):
 _BUILTIN = {None: _observe_state, "state": _observe_state, "casimirs": _observe_casimirs, "energy": _observe_energy}
 
 
+@final
 class _UserObserve(eqx.Module):
     """``observe(y)`` as ``(system, y) -> {name: array}``; hashable by the function, so that the
     same function reuses the compiled chunk."""
@@ -102,9 +103,7 @@ def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, ob
     sys_axis = 0 if batched else None
 
     def init(dyn_m, y0):
-        system = eqx.combine(dyn_m, static)
-        zero = jnp.zeros((), jnp.int32)
-        return _Carry(method.init(system, y0, dt), RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
+        return _Carry.start(method.init(eqx.combine(dyn_m, static), y0, dt), rdtype)
 
     def step(dyn_m, carry):
         system = eqx.combine(dyn_m, static)

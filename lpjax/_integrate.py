@@ -58,6 +58,11 @@ class _Carry(eqx.Module):
     total_iterations: Int[Array, ""]
     num_failed: Int[Array, ""]
 
+    @classmethod
+    def start(cls, state: PyTree, rdtype) -> "_Carry":
+        zero = jnp.zeros((), jnp.int32)
+        return cls(state, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
+
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
         failed = result != RESULTS.successful
         return _Carry(
@@ -235,8 +240,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         carry, _ = _loop(one_step, dyn, carry, save_every, discrete and save_every >= 16)
         return carry, method.save(system, carry.state)
 
-    zero = jnp.zeros((), jnp.int32)
-    init = _Carry(state0, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
+    init = _Carry.start(state0, rdtype)
     n_save = n_steps // save_every
     carry, saved = _loop(one_save, dyn, init, n_save, discrete and save_every < 16)
     saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), method.save(system, state0), saved)
