@@ -102,8 +102,9 @@ def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, ob
     n_save = n_steps // save_every
     sys_axis = 0 if batched else None
 
-    def init(dyn_m, y0):
-        return _Carry.start(method.init(eqx.combine(dyn_m, static), y0, dt), rdtype)
+    def init(dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
+        state, result = method.init_or_fail(eqx.combine(dyn_m, static), y0, dt)
+        return eqx.tree_at(lambda c: c.result, _Carry.start(state, rdtype), result)
 
     def step(dyn_m, carry):
         system = eqx.combine(dyn_m, static)

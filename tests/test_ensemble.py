@@ -71,10 +71,13 @@ def test_batched_parameters_and_states():
         lpjax.ensemble(RB, lpjax.RK4(), y0, 0.01, 10)
 
 
-@pytest.mark.parametrize("method", [lpjax.MoserVeselov(), lpjax.GaussLegendre(2), lpjax.RK4()], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("method", [lpjax.MoserVeselov(), lpjax.GaussLegendre(2), lpjax.RK4(), lpjax.Collective()],
+                         ids=lambda m: type(m).__name__)
 def test_a_failing_member_is_isolated(method):
     """A NaN initial state among 1000 members: that member alone is flagged, every other
-    member's arrays are bit-identical to the run without it; throw=True names it."""
+    member's arrays are bit-identical to the run without it; throw=True names it. (Collective's
+    ``init`` raises for a state outside the momentum map's image; here that member fails alone,
+    with ``invalid_initial_state``.)"""
     y0s = RNG.normal(size=(1000, 3))
     bad = y0s.copy()
     bad[617] = np.nan
@@ -85,7 +88,9 @@ def test_a_failing_member_is_isolated(method):
     for x, y in [(a.observables["casimirs"], b.observables["casimirs"]), (a.final_state, b.final_state),
                  (a.stats["max_iterations"], b.stats["max_iterations"])]:
         assert np.array_equal(x[keep], y[keep])
-    assert b.result_names[b.result[617]] in ("implicit_solve_failed", "nonfinite_state")
+    expected = {"Collective": "invalid_initial_state", "RK4": "nonfinite_state"}.get(type(method).__name__,
+                                                                                     "implicit_solve_failed")
+    assert b.result_names[b.result[617]] == expected
     with pytest.raises(RuntimeError, match=r"1 of 1000 members failed: indices \[617\]"):
         lpjax.ensemble(RB, method, bad, 0.05, 40, chunk_size=256, throw=True)
 

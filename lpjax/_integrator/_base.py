@@ -26,6 +26,10 @@ class RESULTS(eqx.Enumeration):
         "GaussLegendre(solver='newton')."
     )
     nonfinite_state = "The state became non-finite (NaN or inf). Reduce dt."
+    invalid_initial_state = (
+        "The method cannot start from the initial state (for Collective: it is not in the image of "
+        "the momentum map)."
+    )
 
 
 class StepInfo(eqx.Module):
@@ -67,6 +71,12 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
         ...
+
+    def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> tuple[PyTree, Any]:
+        """``(init(...), result)`` without raising: for an initial state the method cannot start
+        from, ``result`` is ``RESULTS.invalid_initial_state`` (what :func:`lpjax.ensemble` needs,
+        where one member must not stop the others); ``init`` itself raises there."""
+        return self.init(system, y0, dt), RESULTS.successful
 
     @abc.abstractmethod
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo]:

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._clebsch import _LIFT_TOL, _MomentumMap, canonize, lift_jax, symmetry_algebra
 from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
-from ._base import AbstractIntegrator
+from ._base import RESULTS, AbstractIntegrator
 from .gauss_legendre import GaussLegendre
 
 __all__ = ["Collective", "DualPairFamily"]
@@ -78,6 +78,11 @@ class Collective(AbstractIntegrator):
             "(no (q, p) with M±(q, p) = mu0 was found)",
         )
         return self.inner.init(canonize(system), z0, dt)
+
+    def init_or_fail(self, system: AbstractLiePoissonSystem, mu0: Float[Array, " n"], dt: Scalar):
+        z0, resid = lift_jax(system.algebra, mu0, system.sign)
+        result = RESULTS.where(resid <= _LIFT_TOL, RESULTS.successful, RESULTS.invalid_initial_state)
+        return self.inner.init(canonize(system), z0, dt), result
 
     def step(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
         return self.inner.step(canonize(system), state, dt)
