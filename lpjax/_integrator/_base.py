@@ -72,11 +72,11 @@ class AbstractIntegrator(eqx.Module):
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
         ...
 
+    @abc.abstractmethod
     def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> tuple[PyTree, Any]:
         """``(init(...), result)`` without raising: for an initial state the method cannot start
         from, ``result`` is ``RESULTS.invalid_initial_state`` (what :func:`lpjax.ensemble` needs,
         where one member must not stop the others); ``init`` itself raises there."""
-        return self.init(system, y0, dt), RESULTS.successful
 
     @abc.abstractmethod
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo]:
@@ -96,6 +96,9 @@ class AbstractStateIsY(AbstractIntegrator):
 
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> Float[Array, " n"]:
         return y0
+
+    def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
+        return self.init(system, y0, dt), RESULTS.successful
 
     def observe(self, system: AbstractSystem, state: Float[Array, " n"]) -> Float[Array, " n"]:
         return state
@@ -131,6 +134,9 @@ class AbstractGroupMap(AbstractIntegrator):
             return y0
         W = jax.eval_shape(lambda: self.group_step(system, y0, dt)[1])
         return y0, jnp.eye(W.shape[-1], dtype=W.dtype)
+
+    def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
+        return self.init(system, y0, dt), RESULTS.successful
 
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
         y = state[0] if self.reconstruct else state

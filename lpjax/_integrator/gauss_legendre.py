@@ -20,7 +20,7 @@ from jaxtyping import Array, Float, Scalar
 from .. import _small as sm
 from .._algebra._base import _Frozen
 from .._system import AbstractSystem, AnySystem
-from ._base import first_failure
+from ._base import RESULTS, first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
@@ -247,6 +247,9 @@ class GaussLegendre(AbstractImplicitMethod):
         c = jnp.asarray(self.tableau[2], y0.dtype)
         Z = dt * c[:, None] * system.vector_field(y0)[None, :]
         return GaussLegendreState(y0, Z, jnp.zeros_like(y0))
+
+    def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
+        return self.init(system, y0, dt), RESULTS.successful
 
     def observe(self, system: AbstractSystem, state: GaussLegendreState) -> Float[Array, " n"]:
         return state.y
