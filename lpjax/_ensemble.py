@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import functools
 import json
 import os
 import re
 import sys
-from typing import Callable, Optional, Union, final
+import warnings
+from typing import Any, Callable, Optional, Union, final
 
 import equinox as eqx
 import jax
@@ -31,6 +33,8 @@ from ._ensemble_store import (
 )
 from ._integrate import _Carry
 from ._integrator import AbstractIntegrator
+from ._fused import run_fused
+from ._soa import Unfusable, members_last
 from ._system import AbstractSystem
 from ._version import __version__
 
@@ -39,6 +43,23 @@ __all__ = ["ensemble", "EnsembleSolution", "open_ensemble"]
 _CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _CPU_CHUNK = 16384
 _ACCEL_CHUNK = 1 << 20
+_FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU
+_KERNELS = ("auto", "scan", "entries", "fused")
+_warned: set = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def _resolve_kernel(kernel: str, on_cpu: bool) -> str:
+    if kernel not in _KERNELS:
+        raise ValueError(f"ensemble: kernel must be one of {', '.join(map(repr, _KERNELS))}, got {kernel!r}")
+    if kernel == "auto":
+        return "scan" if on_cpu else "fused"
+    return kernel
 
 
 # -------------------------------------------------------------------------------- observables
@@ -94,48 +115,81 @@ def _leaf_name(path) -> str:
 # -------------------------------------------------------------------------------- the chunk kernel
 
 
-def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int):
+@final
+class _Member(eqx.Module):
+    """One member's program, in pieces that a block runner batches over members (the member
+    axis last): ``init``, ``advance`` (``save_every`` steps), ``observe`` and ``summary``."""
+
+    static: Any = eqx.field(static=True)
+    method: AbstractIntegrator
+    dt: Any
+    n_steps: int = eqx.field(static=True)
+    save_every: int = eqx.field(static=True)
+    observe_fn: Callable
+
+    def system(self, dyn_m):
+        return eqx.combine(dyn_m, self.static)
+
+    def init(self, dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
+        state, result = self.method.init_or_fail(self.system(dyn_m), y0, self.dt)
+        return eqx.tree_at(lambda c: c.result, _Carry.start(state, y0.dtype), result)
+
+    def step(self, dyn_m, carry):
+        state, result, info = self.method.step(self.system(dyn_m), carry.state, self.dt)
+        return carry.update(state, result, info)
+
+    def advance(self, dyn_m, carry, step=None):
+        """``save_every`` steps (of ``step``, a batched :meth:`step`, if given)."""
+        step = step or self.step
+        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+
+    def observe(self, dyn_m, carry):
+        system = self.system(dyn_m)
+        return self.observe_fn(system, self.method.observe(system, carry.state))
+
+    def summary(self, dyn_m, carry):
+        y = self.method.observe(self.system(dyn_m), carry.state)
+        stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+                 "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps,
+                 "num_failed_steps": carry.num_failed}
+        return y, carry.result._value, stats
+
+
+def _members_last(fn, batched: bool, kernel: str):
+    """``fn(dyn_m, x)`` of one member as a function of a block with the member axis last."""
+    if kernel == "scan":
+        return jax.vmap(fn, in_axes=(-1 if batched else None, -1), out_axes=-1)
+    return members_last(fn, (batched, True))
+
+
+def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
+                 kernel: str, interpret: bool):
     """Members ``y0s`` (B, d), B a multiple of ``block``: ``(final y, observables, result codes,
     statistics)``, each with the members on the first axis."""
     B, d = y0s.shape
-    rdtype = y0s.dtype
     n_save = n_steps // save_every
-    sys_axis = 0 if batched else None
-
-    def init(dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
-        state, result = method.init_or_fail(eqx.combine(dyn_m, static), y0, dt)
-        return eqx.tree_at(lambda c: c.result, _Carry.start(state, rdtype), result)
-
-    def step(dyn_m, carry):
-        system = eqx.combine(dyn_m, static)
-        state, result, info = method.step(system, carry.state, dt)
-        return carry.update(state, result, info)
-
-    def observe(dyn_m, carry):
-        system = eqx.combine(dyn_m, static)
-        return observe_fn(system, method.observe(system, carry.state))
-
-    def summary(dyn_m, carry):
-        y = method.observe(eqx.combine(dyn_m, static), carry.state)
-        stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
-                 "mean_iterations": carry.total_iterations.astype(rdtype) / n_steps, "num_failed_steps": carry.num_failed}
-        return y, carry.result._value, stats
-
-    # members last: every leaf of the carry and of the observables has the member axis at -1
-    v_init, v_step, v_observe, v_summary = (jax.vmap(f, in_axes=(sys_axis, -1), out_axes=-1)
-                                            for f in (init, step, observe, summary))
+    member = _Member(static, method, dt, n_steps, save_every, observe_fn)
+    if kernel == "fused":
+        (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, interpret)
+        return y_final, saved, result, stats
+    init, observe, summary = (_members_last(f, batched, kernel) for f in (member.init, member.observe, member.summary))
+    if kernel == "scan":  # the time loop outside the vmap: the carry keeps the member axis last
+        advance = functools.partial(member.advance, step=_members_last(member.step, batched, kernel))
+    else:
+        advance = _members_last(member.advance, batched, kernel)
 
     def run_block(dyn_b, y_b):
-        carry = v_init(dyn_b, y_b.T)
+        dyn_b = jax.tree.map(lambda a: jnp.moveaxis(a, 0, -1), dyn_b) if batched else dyn_b
+        carry = init(dyn_b, y_b.T)
 
         def one_save(c, _):
-            c = jax.lax.scan(lambda c, _: (v_step(dyn_b, c), None), c, None, length=save_every)[0]
-            return c, v_observe(dyn_b, c)
+            c = advance(dyn_b, c)
+            return c, observe(dyn_b, c)
 
-        first = v_observe(dyn_b, carry)
+        first = observe(dyn_b, carry)
         carry, saved = jax.lax.scan(one_save, carry, None, length=n_save)
         saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, saved)
-        return v_summary(dyn_b, carry), saved
+        return summary(dyn_b, carry), saved
 
     nb = B // block
     y_blocks = y0s.reshape(nb, block, d)
@@ -150,11 +204,12 @@ def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, ob
 
 @eqx.filter_jit
 def _run_chunk(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
-               devices: Optional[tuple]):
+               devices: Optional[tuple], kernel: str, interpret: bool):
     """One chunk (members first in and out); with ``devices``, split over them by ``shard_map``."""
 
     def run(dyn, y0s):
-        return _run_members(dyn, static, method, y0s, dt, n_steps, save_every, observe_fn, batched, block)
+        return _run_members(dyn, static, method, y0s, dt, n_steps, save_every, observe_fn, batched, block, kernel,
+                            interpret)
 
     if devices is None:
         return run(dyn, y0s)
@@ -214,6 +269,7 @@ def ensemble(
     devices: Optional[list] = None,
     metadata: Optional[dict] = None,
     batched_system: bool = False,
+    kernel: str = "auto",
 ) -> EnsembleSolution:
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
     parameters (``batched_system=True``: every array of the system has a leading axis N, as
@@ -245,6 +301,20 @@ def ensemble(
             Several hosts: after ``jax.distributed.initialize()``, run each host's share of the
             members with ``devices=jax.local_devices()`` and its own ``out``; one run over
             every host's devices is not supported yet (the chunk is built on the host).
+
+        kernel: how a block of members runs (the results agree to roundoff):
+
+            - ``"scan"``: the member program under ``vmap`` (member axis last), a ``lax.scan``
+              over the steps;
+            - ``"entries"``: the member program entry by entry over the block
+              (:mod:`lpjax._soa`: every value a vector over the members), in ``lax.scan``;
+            - ``"fused"``: one Pallas kernel per block of members with the whole time loop
+              inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode (slow: for
+              tests);
+            - ``"auto"`` (default): ``"fused"`` on a GPU, ``"scan"`` otherwise.
+
+            A program the entrywise evaluator cannot run (an unsupported primitive) falls back
+            to ``"scan"`` with a warning, once per method and system.
 
     Returns an :class:`EnsembleSolution`.
     """
@@ -293,7 +363,13 @@ def ensemble(
     if chunk_size is None and on_cpu:  # at least one chunk per worker thread
         chunk = min(chunk, max(_CPU_BLOCK, -(-N // workers)))
     per_dev = -(-chunk // ndev)
-    block = min(per_dev, _CPU_BLOCK) if on_cpu else per_dev
+    kernel = _resolve_kernel(kernel, on_cpu)
+    if kernel == "fused" and not on_cpu:  # a power of two (Triton's block shapes)
+        block = min(_FUSED_BLOCK, 1 << max(0, (per_dev - 1).bit_length()))
+    else:
+        # CPU: a power of two (≥ 64) so that every member is computed by the same vector code,
+        # never by a loop's scalar remainder: results then do not depend on the block size
+        block = max(64, 1 << (min(per_dev, _CPU_BLOCK).bit_length() - 1)) if on_cpu else per_dev
     padded = -(-per_dev // block) * block * ndev  # members the compiled chunk runs (the rest are copies)
     n_chunks = -(-N // chunk)
 
@@ -305,7 +381,7 @@ def ensemble(
         idx = lo + np.arange(padded) % (hi - lo)  # pad with the chunk's own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else dyn
         outs = _run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
-                          batched, block, devices)
+                          batched, block, devices, kernel, on_cpu)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
     member0 = eqx.combine(jax.tree.map(lambda a: a[0], dyn), static) if batched else system
@@ -321,6 +397,7 @@ def ensemble(
             "format": FORMAT, "lpjax": __version__, "system": describe(system), "system_arrays": array_digest(system),
             "method": describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,
             "observe": observe_name, "y0s": array_digest(y0s), "members": N, "chunk_size": chunk, "dtype": str(rdtype),
+            "kernel": kernel,
         }
         attrs = {**{k: v for k, v in settings.items() if k not in ("system_arrays", "y0s")},
                  "fingerprint": fingerprint(settings), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
@@ -350,7 +427,14 @@ def ensemble(
     with tqdm(total=n_chunks, initial=n_chunks - len(todo), unit="chunk", disable=not show, desc="ensemble",
               postfix=f"{N} members x {n_steps} steps") as bar:
         if todo:  # the first chunk alone: it compiles
-            save(*run_chunk(todo[0]), todo[0])
+            try:
+                first = run_chunk(todo[0])
+            except Unfusable as e:
+                _warn_once(f"lpjax.ensemble: {type(method).__name__} on {type(system).__name__} cannot run entry by "
+                           f"entry ({e}); using kernel='scan'")
+                kernel = "scan"
+                first = run_chunk(todo[0])
+            save(*first, todo[0])
             bar.update()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             # each worker saves its own chunk (disjoint slices), so no finished chunk's output is

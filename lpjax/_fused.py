@@ -1,0 +1,124 @@
+"""The fused ensemble kernel: one Pallas kernel runs a block of members through the whole run.
+
+Each program of the grid takes ``block`` members. Their state components are loaded from a
+members-last ``(d, N)`` array as vectors over the block, the member program (``init``, then
+``n_save`` times ``advance`` (``save_every`` steps of the method's own step) and ``observe``,
+then ``summary``) runs entry by entry (:mod:`lpjax._soa`) with the time loop inside the
+kernel, and only the observables at the saves, the final state, the result codes and the
+statistics are written back. On a GPU the state then stays in registers for the whole run,
+where a ``lax.scan`` over the ensemble reads and writes every component in memory at every
+step. On CPU the kernel runs in Pallas' interpret mode (for tests: it is slow).
+
+The member program is traced once per member, with every array it uses (the system's, the
+method's, dt) passed in as a kernel input: a kernel cannot close over traced values.
+"""
+
+from __future__ import annotations
+
+import math
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+
+from ._soa import Context, Unfusable, evaluate, from_vectors, vectors
+
+__all__ = ["run_fused"]
+
+
+def _member_avals(leaves, batched: bool) -> list:
+    return [jax.ShapeDtypeStruct(a.shape[1:] if batched else a.shape, a.dtype) for a in leaves]
+
+
+def _trace(fn, *avals):
+    closed, out = jax.make_jaxpr(fn, return_shape=True)(*avals)
+    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        raise Unfusable("the member program closes over traced values")
+    return closed, out
+
+
+def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, interpret: bool):
+    """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
+    the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
+    ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
+    members on the first axis, like the scan path."""
+    B, d = y0s.shape
+    mem_dyn, mem_static = eqx.partition(member, eqx.is_array)
+    mem_leaves, mem_tree = jax.tree.flatten(mem_dyn)
+    dyn_leaves, dyn_tree = jax.tree.flatten(dyn)
+    n_mem, n_dyn = len(mem_leaves), len(dyn_leaves)
+
+    def program(name):
+        def fn(mem_l, dyn_l, *rest):
+            m = eqx.combine(jax.tree.unflatten(mem_tree, mem_l), mem_static)
+            return getattr(m, name)(jax.tree.unflatten(dyn_tree, dyn_l), *rest)
+
+        return fn
+
+    mem_avals = _member_avals(mem_leaves, False)
+    dyn_avals = _member_avals(dyn_leaves, batched)
+    init_j, carry_shape = _trace(program("init"), mem_avals, dyn_avals, jax.ShapeDtypeStruct((d,), y0s.dtype))
+    carry_avals, carry_tree = jax.tree.flatten(carry_shape)
+
+    def on_carry(name):
+        fn = program(name)
+        return lambda mem_l, dyn_l, carry_l: jax.tree.leaves(fn(mem_l, dyn_l, jax.tree.unflatten(carry_tree, carry_l)))
+
+    advance_j, _ = _trace(on_carry("advance"), mem_avals, dyn_avals, carry_avals)
+    observe_j, obs_shape = _trace(program("observe"), mem_avals, dyn_avals, carry_shape)
+    summary_j, sum_shape = _trace(program("summary"), mem_avals, dyn_avals, carry_shape)
+    obs_avals, obs_tree = jax.tree.flatten(obs_shape)
+    sum_avals, sum_tree = jax.tree.flatten(sum_shape)
+
+    # kernel inputs: the states (d, B); the method's arrays and shared system arrays flat; the
+    # batched system arrays as (entries, B)
+    inputs = [y0s.T] + [a.reshape(-1) for a in mem_leaves]
+    inputs += [jnp.moveaxis(a, 0, -1).reshape(-1, B) if batched else a.reshape(-1) for a in dyn_leaves]
+    out_shape = [jax.ShapeDtypeStruct((max(1, math.prod(a.shape)), B), a.dtype) for a in sum_avals]
+    out_shape += [jax.ShapeDtypeStruct((n_save + 1, max(1, math.prod(a.shape)), B), a.dtype) for a in obs_avals]
+
+    def kernel(*refs):
+        y_ref, mem_refs = refs[0], refs[1:1 + n_mem]
+        dyn_refs = refs[1 + n_mem:1 + n_mem + n_dyn]
+        sum_refs = refs[1 + n_mem + n_dyn:1 + n_mem + n_dyn + len(sum_avals)]
+        obs_refs = refs[1 + n_mem + n_dyn + len(sum_avals):]
+        ctx = Context(block)
+        members = pl.ds(pl.program_id(0) * block, block)
+
+        def load(ref, aval, per_member: bool):
+            e = np.empty(max(1, math.prod(aval.shape)), object)
+            for k in range(e.size):
+                e[k] = ref[k, members] if per_member else ref[k]
+            return e[: math.prod(aval.shape)].reshape(aval.shape)
+
+        mem_e = [load(r, a, False) for r, a in zip(mem_refs, mem_avals)]
+        dyn_e = [load(r, a, batched) for r, a in zip(dyn_refs, dyn_avals)]
+        y = load(y_ref, jax.ShapeDtypeStruct((d,), y0s.dtype), True)
+
+        def store(ref, values, avals, *at):
+            for v, r, a in zip(values, ref, avals):
+                for k, x in enumerate(ctx.entries(v, a.shape).reshape(-1)):
+                    r[(*at, k, members)] = ctx.full(x, a.dtype)
+
+        def run(closed, *args):
+            return evaluate(ctx, closed.jaxpr, closed.consts, [x for group in args for x in group])
+
+        carry = run(init_j, mem_e, dyn_e, [y])
+        store(obs_refs, run(observe_j, mem_e, dyn_e, carry), obs_avals, 0)
+
+        def one_save(s, flat):
+            c = run(advance_j, mem_e, dyn_e, from_vectors(flat, carry_avals))
+            store(obs_refs, run(observe_j, mem_e, dyn_e, c), obs_avals, s + 1)
+            return vectors(ctx, c, carry_avals)
+
+        flat = lax.fori_loop(0, n_save, one_save, vectors(ctx, carry, carry_avals))
+        store(sum_refs, run(summary_j, mem_e, dyn_e, from_vectors(flat, carry_avals)), sum_avals)
+
+    outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(B // block,), interpret=interpret)(*inputs)
+    sums, obs = outs[: len(sum_avals)], outs[len(sum_avals):]
+    summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, sum_avals)]
+    saved = [jnp.moveaxis(o, -1, 0)[..., : math.prod(a.shape)].reshape(B, n_save + 1, *a.shape)
+             for o, a in zip(obs, obs_avals)]
+    return jax.tree.unflatten(sum_tree, summary), jax.tree.unflatten(obs_tree, saved)
