@@ -50,7 +50,7 @@ _ELEMENTWISE = frozenset("""
 
 # data movement: evaluated on an array of flat indices into the operands, then gathered
 _MOVES = frozenset("""
-    broadcast_in_dim reshape squeeze expand_dims slice transpose rev concatenate stack pad gather scatter
+    broadcast_in_dim reshape squeeze expand_dims slice transpose rev concatenate stack split pad gather scatter
     dynamic_slice dynamic_update_slice
     """.split())
 # operands (by position) of a data-movement primitive that are indices and must be known at trace time
@@ -135,11 +135,13 @@ def _move(ctx: Context, eqn, vals):
         pool.extend(e.reshape(-1))
         idx_args.append(np.arange(offset, offset + e.size, dtype=np.int32).reshape(e.shape))
         offset += e.size
-    (where,) = _constant(eqn.primitive, idx_args, eqn.params)
-    out = np.empty(where.shape, object)
-    for i in np.ndindex(where.shape):
-        out[i] = pool[int(where[i])]
-    return [out]
+    outs = []
+    for where in _constant(eqn.primitive, idx_args, eqn.params):
+        out = np.empty(where.shape, object)
+        for i in np.ndindex(where.shape):
+            out[i] = pool[int(where[i])]
+        outs.append(out)
+    return outs
 
 
 def _reduce(ctx: Context, eqn, vals):
@@ -230,7 +232,7 @@ def _scan(ctx: Context, eqn, vals):
     x_avals = in_avals[nc + ncarry:]
     y_avals = [v.aval for v in body.jaxpr.outvars[ncarry:]]
     # per-member xs as stacked (length, entries, B) arrays; constant xs as they are
-    xs_in = [np.asarray(x) if not _is_entries(x) else jnp.stack([_stacked(ctx, x[t], a) for t in range(x.shape[0])])
+    xs_in = [np.asarray(x) if not _is_entries(x) else jnp.stack([_stacked(ctx, x[t, ...], a) for t in range(x.shape[0])])
              for x, a in zip(xs, x_avals)]
 
     def f(carry, x_t):
@@ -240,13 +242,14 @@ def _scan(ctx: Context, eqn, vals):
         ys = [_stacked(ctx, y, a) for y, a in zip(outs[ncarry:], y_avals)]
         return c, ys
 
-    carry, ys = lax.scan(f, vectors(ctx, init, carry_avals), xs_in, length=p["length"], reverse=p["reverse"],
-                         unroll=p["unroll"])
+    # not unrolled: entry by entry a body is many small operations, and XLA's compile time grows
+    # steeply with unrolled copies of it (a GL6 step with 30 unrolled iterations: 92 s against 2 s)
+    carry, ys = lax.scan(f, vectors(ctx, init, carry_avals), xs_in, length=p["length"], reverse=p["reverse"])
     out = from_vectors(carry, carry_avals)
     for y, a in zip(ys, y_avals):  # (length, entries, B)
         e = np.empty((p["length"],) + tuple(a.shape), object)
         for t in range(p["length"]):
-            e[t] = from_vectors(list(y[t]), [a])[0]
+            e[t, ...] = from_vectors(list(y[t]), [a])[0]
         out.append(e)
     return out
 

@@ -241,7 +241,51 @@ def test_four_devices_match_one_bit_for_bit():
     assert out == {"devices": 4, "MoserVeselov": [True, [5]], "GaussLegendre": [True, [5]]}
 
 
+@pytest.mark.parametrize("name, system, method, y0s", [
+    ("Suris", TOP, lpjax.SurisLagrangeTop(), TOP0[:96]),
+    ("MoserVeselov", RB, lpjax.MoserVeselov(), M0[:96]),
+    ("GL4", RB, lpjax.GaussLegendre(2), M0[:96]),
+    ("GL4 fixed iterations", RB, lpjax.GaussLegendre(2, early_exit=False), M0[:96]),
+    ("RK4", RB, lpjax.RK4(), M0[:96]),
+])
+def test_entrywise_and_fused_kernels_equal_the_scan(name, system, method, y0s):
+    """kernel="entries" (the member program entry by entry) and kernel="fused" (one Pallas
+    kernel per block with the time loop inside, here in interpret mode) give the scan path's
+    states, observables, result codes and statistics, with a failing member among them."""
+    y0s = y0s.copy()
+    y0s[9] = np.nan
+    kw = dict(save_every=4, observe="casimirs", chunk_size=64)
+    ref = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="scan", **kw)
+    assert ref.failed.tolist() == [9]
+    for kernel in ("entries", "fused"):
+        got = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel=kernel, **kw)
+        np.testing.assert_allclose(got.final_state, ref.final_state, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(got.observables["casimirs"], ref.observables["casimirs"], rtol=0, atol=1e-13)
+        assert np.array_equal(np.isnan(got.final_state), np.isnan(ref.final_state))
+        np.testing.assert_array_equal(got.result, ref.result)
+        for k in ("max_iterations", "num_failed_steps"):
+            np.testing.assert_array_equal(got.stats[k], ref.stats[k])
+        np.testing.assert_allclose(got.stats["max_residual"], ref.stats["max_residual"], rtol=0, atol=1e-15)
+
+
+def test_what_cannot_be_fused_falls_back_to_the_scan_once():
+    """Collective's Newton solve is a dense LU, which the entrywise evaluator does not run: the
+    ensemble says so once and runs the scan path."""
+    method = lpjax.Collective(lpjax.GaussLegendre(2))
+    ref = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="scan")
+    with pytest.warns(UserWarning, match=r"cannot run entry by entry \(primitive 'lu'\); using kernel='scan'"):
+        got = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused")
+    assert _same(got.final_state, ref.final_state)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused")  # said once
+
+
 def test_bad_inputs():
+    with pytest.raises(ValueError, match="kernel must be one of 'auto', 'scan', 'entries', 'fused', got 'pallas'"):
+        lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, kernel="pallas")
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, chunk_size=0)
     with pytest.raises(ValueError, match="n_steps .* divisible by save_every"):
