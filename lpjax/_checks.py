@@ -7,6 +7,7 @@ expected; traced input (under ``jit``/``vmap``/``grad``) is checked with ``eqx.e
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional
 
 import equinox as eqx
@@ -25,6 +26,8 @@ __all__ = [
     "finite_array",
     "finite_scalar",
     "bracket_sign",
+    "run_dtype",
+    "cast_floats",
 ]
 
 
@@ -110,3 +113,31 @@ def finite_scalar(x: ArrayLike, name: str) -> Array:
     if not is_traced(x) and not np.isfinite(np.asarray(x)):
         raise ValueError(f"{name} must be finite, got {x}")
     return jnp.asarray(x)
+
+
+def run_dtype(dtype, x, who: str) -> np.dtype:
+    """The floating dtype of a run whose state is ``x``: ``dtype`` if given, else ``x``'s (JAX's
+    default float for an integer ``x``). float64 with JAX's x64 off is an error, not a silent
+    float32. A float32 ``x`` with x64 on, and no ``dtype``, runs in float32 with a warning: a
+    float32 state is usually an accident when x64 is on (a float32 array from elsewhere)."""
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt.kind != "f":
+            raise ValueError(f"{who}: dtype must be a floating dtype (float32 or float64), got {dt}")
+        if dt.itemsize == 8 and not jax.config.jax_enable_x64:
+            raise ValueError(f"{who}: dtype float64 needs x64 in JAX (jax.config.update('jax_enable_x64', True) "
+                             "before any computation); it is off, and JAX would silently compute in float32")
+        return dt
+    dt = np.dtype(jnp.result_type(x))
+    if dt.kind != "f":
+        return np.dtype(jnp.result_type(float))
+    if dt.itemsize < 8 and jax.config.jax_enable_x64:
+        warnings.warn(f"{who}: the initial state is {dt} while JAX's x64 is on, so the run is in {dt} (about "
+                      f"{int(-np.log10(np.finfo(dt).eps))} digits); pass dtype=jnp.{dt} to say so, or a float64 "
+                      "state", stacklevel=3)
+    return dt
+
+
+def cast_floats(tree, dtype):
+    """Every floating array of ``tree`` (a system, a method) in ``dtype``; the rest unchanged."""
+    return jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) and a.dtype != dtype else a, tree)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from ._checks import positive_int
+from ._checks import cast_floats, positive_int, run_dtype
 from ._ensemble_store import (
     FORMAT, RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, describe, fingerprint, open_ensemble,
 )
@@ -222,18 +222,6 @@ def _run_chunk(dyn, static, method, y0s, dt, n_steps: int, save_every: int, obse
 # -------------------------------------------------------------------------------- ensemble()
 
 
-def _resolve_dtype(dtype, y0s) -> np.dtype:
-    if dtype is None:
-        return np.dtype(jnp.asarray(y0s).dtype if np.asarray(y0s).dtype.kind == "f" else jnp.result_type(float))
-    dt = np.dtype(dtype)
-    if dt.kind != "f":
-        raise ValueError(f"ensemble: dtype must be a floating dtype (float32 or float64), got {dt}")
-    if dt.itemsize == 8 and not jax.config.jax_enable_x64:
-        raise ValueError("ensemble: dtype float64 needs x64 in JAX (jax.config.update('jax_enable_x64', True) "
-                         "before any computation); it is off, and JAX would silently compute in float32")
-    return dt
-
-
 def _batched_size(system, method, y_one, dt) -> int:
     """The common leading size N of the system's arrays (a system batched over parameters, e.g.
     by ``eqx.filter_vmap``), checked by stepping one state with them mapped over."""
@@ -331,11 +319,11 @@ def ensemble(
         chunk_size = positive_int(chunk_size, "chunk_size")
     if metadata is not None:
         json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
-    rdtype = _resolve_dtype(dtype, y0s)
+    rdtype = run_dtype(dtype, y0s, "ensemble")
     y0s = np.asarray(y0s, dtype=rdtype)
     if y0s.ndim not in (1, 2):
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
-    system = jax.tree.map(lambda a: jnp.asarray(a, rdtype) if eqx.is_inexact_array(a) else a, system)
+    system, method = cast_floats((system, method), rdtype)
     y_one = y0s if y0s.ndim == 1 else y0s[0]
     system_n = _batched_size(system, method, jnp.asarray(y_one), jnp.asarray(dt, rdtype)) if batched_system else None
     if system_n is None and y0s.ndim == 1:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from ._checks import is_traced, positive_int
+from ._checks import cast_floats, is_traced, positive_int, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, StepInfo
 from ._system import AbstractSystem
 
@@ -268,6 +268,7 @@ def integrate(
     throw: bool = True,
     t0: float = 0.0,
     adjoint: str = "auto",
+    dtype=None,
 ) -> Solution:
     """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt``.
 
@@ -298,13 +299,20 @@ def integrate(
 
     All give the same derivatives to roundoff.
 
+    Precision. ``dtype`` (float32 or float64) is the precision of the run: the state, dt and
+    the floating arrays of the system and the method are cast to it. By default it is
+    ``y0``'s; a float32 ``y0`` while JAX's x64 is on runs in float32 with a warning (pass
+    ``dtype=jnp.float32`` to ask for it), and float64 with x64 off is an error.
+
     Bad input raises ``ValueError``/``TypeError`` before tracing (a system outside the
     method's family, a non-scalar or non-positive ``dt``, a non-finite ``y0``); with traced
     ``y0``/``dt``, non-finite or non-positive values raise an ``EquinoxRuntimeError`` at run
     time. With ``throw=True`` a failed step raises once at the end with the
     :class:`RESULTS` message; with ``throw=False`` inspect ``Solution.result``.
     """
-    y0 = jnp.asarray(y0)
+    rdtype = run_dtype(dtype, y0, "integrate")
+    y0 = jnp.asarray(y0, rdtype)
+    system, method = cast_floats((system, method), rdtype)
     _check_inputs(system, method, y0, dt, n_steps, save_every)
     if adjoint not in ("auto", "discrete", "direct"):
         raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')
