@@ -11,6 +11,8 @@ body-steps per second, the second call timed (compile time separately):
   over chunks of 2048 members, the time loop outside the member loop, the state of a chunk in
   six contiguous arrays), for the Suris rest-frame map (n = 3) and Moser–Veselov (its 20 fixed
   iterations, as lpjax's default);
+* ``lpjax.ensemble(kernel="entries")``: the member program entry by entry over each block (every
+  value a vector over the members, the layout of the numba loop);
 * ``jax.vmap(lpjax.integrate)`` (the user's path before ``ensemble``), keeping the final state;
 * for the GL4 rigid body: diffrax ``Tsit5`` under ``vmap`` with the same constant steps.
 
@@ -183,6 +185,8 @@ def main() -> None:
             add("lpjax.ensemble", lambda: lpjax.ensemble(system, method, y0s, dt, n))
             sol = lpjax.ensemble(system, method, y0s, dt, n)
             rows[-1]["mean_iterations"] = float(np.mean(sol.stats["mean_iterations"]))
+            lpjax.ensemble(system, method, y0s[:4], dt, n, kernel="entries")
+            add("lpjax.ensemble(kernel='entries')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="entries"))
             if numba_fn is not None:
                 add("numba SoA, prange over chunks", lambda: numba_fn(np.ascontiguousarray(y0s.T), n))
                 Y = np.ascontiguousarray(y0s.T)

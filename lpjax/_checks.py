@@ -116,8 +116,7 @@ def finite_scalar(x: ArrayLike, name: str) -> Array:
 
 
 def run_dtype(dtype, x, who: str) -> np.dtype:
-    """The floating dtype of a run whose state is ``x``: ``dtype`` if given, else ``x``'s (JAX's
-    default float for an integer ``x``). float64 with JAX's x64 off is an error, not a silent
+    """The floating dtype of a run whose state is ``x``: ``dtype`` if given, else ``x``'s. float64 with JAX's x64 off is an error, not a silent
     float32. A float32 ``x`` with x64 on, and no ``dtype``, runs in float32 with a warning: a
     float32 state is usually an accident when x64 is on (a float32 array from elsewhere)."""
     if dtype is not None:
@@ -129,8 +128,8 @@ def run_dtype(dtype, x, who: str) -> np.dtype:
                              "before any computation); it is off, and JAX would silently compute in float32")
         return dt
     dt = np.dtype(jnp.result_type(x))
-    if dt.kind != "f":
-        return np.dtype(jnp.result_type(float))
+    if dt.kind != "f":  # left to the caller (integrate refuses it, ensemble converts)
+        return dt
     if dt.itemsize < 8 and jax.config.jax_enable_x64:
         warnings.warn(f"{who}: the initial state is {dt} while JAX's x64 is on, so the run is in {dt} (about "
                       f"{int(-np.log10(np.finfo(dt).eps))} digits); pass dtype=jnp.{dt} to say so, or a float64 "

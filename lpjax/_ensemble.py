@@ -2,39 +2,35 @@
 over devices and a resumable zarr store.
 
 One member is one :func:`lpjax.integrate` run (the same ``init/step`` and the same result codes
-and statistics). The members of a chunk are ``vmap``-ed with the member axis last, so that each
-state component is an array over members that the compiler vectorizes; inside a chunk the
-members run in blocks of about a cache's worth (``lax.map``), each block running its whole time
-loop (time inside block). Chunks are the unit of dispatch, storage, progress and resume. With
-several devices, each chunk is split over them with ``shard_map``.
+and statistics). Chunks are the unit of dispatch, storage, progress and resume; inside a chunk
+the members run in blocks, with the member axis last, by one of the kernels of
+:mod:`lpjax._ensemble_kernel` (``vmap``-ed scan, entry by entry, or a fused Pallas kernel).
+With several devices, each chunk is split over them with ``shard_map``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import functools
 import json
 import os
 import re
 import sys
 import warnings
-from typing import Any, Callable, Optional, Union, final
+from typing import Callable, Optional, Union, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
 
 from ._checks import cast_floats, positive_int, run_dtype
 from ._ensemble_store import (
     FORMAT, RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, describe, fingerprint, open_ensemble,
 )
-from ._integrate import _Carry
+from ._ensemble_kernel import run_chunk
 from ._integrator import AbstractIntegrator
-from ._fused import run_fused
-from ._soa import Unfusable, members_last
+from ._soa import Unfusable
 from ._system import AbstractSystem
 from ._version import __version__
 
@@ -110,113 +106,6 @@ def _observe_fn(observe) -> tuple[str, Callable]:
 def _leaf_name(path) -> str:
     name = re.sub(r"[^0-9A-Za-z_]+", "_", jax.tree_util.keystr(path)).strip("_")
     return name or "observed"
-
-
-# -------------------------------------------------------------------------------- the chunk kernel
-
-
-@final
-class _Member(eqx.Module):
-    """One member's program, in pieces that a block runner batches over members (the member
-    axis last): ``init``, ``advance`` (``save_every`` steps), ``observe`` and ``summary``."""
-
-    static: Any = eqx.field(static=True)
-    method: AbstractIntegrator
-    dt: Any
-    n_steps: int = eqx.field(static=True)
-    save_every: int = eqx.field(static=True)
-    observe_fn: Callable
-
-    def system(self, dyn_m):
-        return eqx.combine(dyn_m, self.static)
-
-    def init(self, dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
-        state, result = self.method.init_or_fail(self.system(dyn_m), y0, self.dt)
-        return eqx.tree_at(lambda c: c.result, _Carry.start(state, y0.dtype), result)
-
-    def step(self, dyn_m, carry):
-        state, result, info = self.method.step(self.system(dyn_m), carry.state, self.dt)
-        return carry.update(state, result, info)
-
-    def advance(self, dyn_m, carry, step=None):
-        """``save_every`` steps (of ``step``, a batched :meth:`step`, if given)."""
-        step = step or self.step
-        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
-
-    def observe(self, dyn_m, carry):
-        system = self.system(dyn_m)
-        return self.observe_fn(system, self.method.observe(system, carry.state))
-
-    def summary(self, dyn_m, carry):
-        y = self.method.observe(self.system(dyn_m), carry.state)
-        stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
-                 "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps,
-                 "num_failed_steps": carry.num_failed}
-        return y, carry.result._value, stats
-
-
-def _members_last(fn, batched: bool, kernel: str):
-    """``fn(dyn_m, x)`` of one member as a function of a block with the member axis last."""
-    if kernel == "scan":
-        return jax.vmap(fn, in_axes=(-1 if batched else None, -1), out_axes=-1)
-    return members_last(fn, (batched, True))
-
-
-def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
-                 kernel: str, interpret: bool):
-    """Members ``y0s`` (B, d), B a multiple of ``block``: ``(final y, observables, result codes,
-    statistics)``, each with the members on the first axis."""
-    B, d = y0s.shape
-    n_save = n_steps // save_every
-    member = _Member(static, method, dt, n_steps, save_every, observe_fn)
-    if kernel == "fused":
-        (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, interpret)
-        return y_final, saved, result, stats
-    init, observe, summary = (_members_last(f, batched, kernel) for f in (member.init, member.observe, member.summary))
-    if kernel == "scan":  # the time loop outside the vmap: the carry keeps the member axis last
-        advance = functools.partial(member.advance, step=_members_last(member.step, batched, kernel))
-    else:
-        advance = _members_last(member.advance, batched, kernel)
-
-    def run_block(dyn_b, y_b):
-        dyn_b = jax.tree.map(lambda a: jnp.moveaxis(a, 0, -1), dyn_b) if batched else dyn_b
-        carry = init(dyn_b, y_b.T)
-
-        def one_save(c, _):
-            c = advance(dyn_b, c)
-            return c, observe(dyn_b, c)
-
-        first = observe(dyn_b, carry)
-        carry, saved = jax.lax.scan(one_save, carry, None, length=n_save)
-        saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, saved)
-        return summary(dyn_b, carry), saved
-
-    nb = B // block
-    y_blocks = y0s.reshape(nb, block, d)
-    if batched:
-        out = jax.lax.map(lambda a: run_block(*a), (jax.tree.map(lambda a: a.reshape(nb, block, *a.shape[1:]), dyn), y_blocks))
-    else:
-        out = jax.lax.map(lambda y: run_block(dyn, y), y_blocks)
-    # (nb, ..., block) -> (nb * block, ...)
-    (y_final, result, stats), saved = jax.tree.map(lambda a: jnp.moveaxis(a, -1, 1).reshape(B, *a.shape[1:-1]), out)
-    return y_final, saved, result, stats
-
-
-@eqx.filter_jit
-def _run_chunk(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
-               devices: Optional[tuple], kernel: str, interpret: bool):
-    """One chunk (members first in and out); with ``devices``, split over them by ``shard_map``."""
-
-    def run(dyn, y0s):
-        return _run_members(dyn, static, method, y0s, dt, n_steps, save_every, observe_fn, batched, block, kernel,
-                            interpret)
-
-    if devices is None:
-        return run(dyn, y0s)
-    mesh = Mesh(np.array(devices), ("members",))
-    members, whole = PartitionSpec("members"), PartitionSpec()
-    dyn_spec = jax.tree.map(lambda _: members if batched else whole, dyn)
-    return jax.shard_map(run, mesh=mesh, in_specs=(dyn_spec, members), out_specs=members, check_vma=False)(dyn, y0s)
 
 
 # -------------------------------------------------------------------------------- ensemble()
@@ -319,7 +208,8 @@ def ensemble(
         chunk_size = positive_int(chunk_size, "chunk_size")
     if metadata is not None:
         json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
-    rdtype = run_dtype(dtype, y0s, "ensemble")
+    rdtype = run_dtype(dtype, np.asarray(y0s), "ensemble")
+    rdtype = rdtype if rdtype.kind == "f" else np.dtype(jnp.result_type(float))
     y0s = np.asarray(y0s, dtype=rdtype)
     if y0s.ndim not in (1, 2):
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
@@ -364,11 +254,11 @@ def ensemble(
     dt_arr = jnp.asarray(dt, rdtype)
     n_save = n_steps // save_every
 
-    def run_chunk(k: int):
+    def compute(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
         idx = lo + np.arange(padded) % (hi - lo)  # pad with the chunk's own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else dyn
-        outs = _run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
+        outs = run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
                           batched, block, devices, kernel, on_cpu)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
@@ -416,18 +306,18 @@ def ensemble(
               postfix=f"{N} members x {n_steps} steps") as bar:
         if todo:  # the first chunk alone: it compiles
             try:
-                first = run_chunk(todo[0])
+                first = compute(todo[0])
             except Unfusable as e:
                 _warn_once(f"lpjax.ensemble: {type(method).__name__} on {type(system).__name__} cannot run entry by "
                            f"entry ({e}); using kernel='scan'")
                 kernel = "scan"
-                first = run_chunk(todo[0])
+                first = compute(todo[0])
             save(*first, todo[0])
             bar.update()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             # each worker saves its own chunk (disjoint slices), so no finished chunk's output is
             # held in a future: memory stays the output plus one chunk per worker
-            futures = [pool.submit(lambda k: save(*run_chunk(k), k), k) for k in todo[1:]]
+            futures = [pool.submit(lambda k: save(*compute(k), k), k) for k in todo[1:]]
             for fut in concurrent.futures.as_completed(futures):
                 fut.result()
                 bar.update()

@@ -311,8 +311,9 @@ def integrate(
     :class:`RESULTS` message; with ``throw=False`` inspect ``Solution.result``.
     """
     rdtype = run_dtype(dtype, y0, "integrate")
-    y0 = jnp.asarray(y0, rdtype)
-    system, method = cast_floats((system, method), rdtype)
+    y0 = jnp.asarray(y0, rdtype if rdtype.kind == "f" else None)  # an integer y0 is refused below
+    if rdtype.kind == "f":
+        system, method = cast_floats((system, method), rdtype)
     _check_inputs(system, method, y0, dt, n_steps, save_every)
     if adjoint not in ("auto", "discrete", "direct"):
         raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')

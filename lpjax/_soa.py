@@ -23,7 +23,6 @@ per-member predicate evaluates every branch and selects.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from typing import Any, Callable, Sequence
 

@@ -128,7 +128,7 @@ def test_energy_bounded_on_rigid_body_over_ten_periods():
 
 def test_float32_invariants_to_float32_roundoff():
     sys_ = rigid_body(jnp.asarray(INERTIA, jnp.float32))
-    sol = lpjax.integrate(sys_, lpjax.GaussLegendre(2), jnp.asarray(M0, jnp.float32), 0.1, 1000)
+    sol = lpjax.integrate(sys_, lpjax.GaussLegendre(2), jnp.asarray(M0, jnp.float32), 0.1, 1000, dtype=jnp.float32)
     assert sol.ys.dtype == jnp.float32
     assert np.max(np.asarray(relative_invariant_error(sys_.casimirs, sol.ys))) < 1e-5
 
