@@ -150,7 +150,7 @@ def _cmd_ensemble(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     try:
         sol = lpjax.ensemble(system, method, y0s, args.dt, args.steps, save_every=args.save_every or args.steps,
-                             observe=args.observe, out=args.out, resume=args.resume,
+                             observe=args.observe, out=args.out, resume=args.resume, kernel=args.kernel,
                              metadata={"seed": args.seed, "spread": args.spread, "system": args.system, "method": args.method})
     except (FileExistsError, PermissionError, ValueError) as e:
         raise SystemExit(f"lpjax: {e}") from None
@@ -339,6 +339,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ens.add_argument("--observe", choices=["casimirs", "energy", "state"], default="casimirs")
     ens.add_argument("--out", required=True, help="the zarr store (a directory)")
     ens.add_argument("--resume", action="store_true", help="finish an interrupted store with the same settings")
+    ens.add_argument("--kernel", choices=["auto", "scan", "entries", "fused"], default="auto",
+                     help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
     show = sub.add_parser("show", help="summarize an ensemble store")
     show.add_argument("store")
     show.add_argument("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")

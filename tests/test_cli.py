@@ -59,6 +59,8 @@ def test_ensemble_and_show(tmp_path, capsys):
     with pytest.raises(SystemExit, match="resume"):
         main(argv)
     assert main(argv + ["--resume"]) == 0
+    with pytest.raises(SystemExit, match="settings differ|other settings|fingerprint"):  # another kernel, another run
+        main(argv + ["--resume", "--kernel", "entries"])
     with pytest.raises(SystemExit, match="not an lpjax ensemble store|No such|not found|zarr"):
         main(["show", str(tmp_path / "missing.zarr")])
     with pytest.raises(SystemExit, match="unknown method 'suris2'"):
