@@ -37,5 +37,6 @@ from ._system import (
     AbstractSystem as AbstractSystem,
     CanonicalSystem as CanonicalSystem,
     LiePoissonSystem as LiePoissonSystem,
+    NonholonomicSystem as NonholonomicSystem,
 )
 

@@ -16,3 +16,4 @@ from ._families import (
     LiePoissonFamily as LiePoissonFamily,
     RotationFamily as RotationFamily,
 )
+from ._nonholonomic import NonholonomicSystem as NonholonomicSystem

@@ -41,3 +41,11 @@ from ._neumann import (
     neumann_coordinates as neumann_coordinates,
     neumann_state as neumann_state,
 )
+from ._nonholonomic import (
+    chaplygin_sphere as chaplygin_sphere,
+    lplusr as lplusr,
+    rubber_chaplygin_sphere as rubber_chaplygin_sphere,
+    spherical_support as spherical_support,
+    veselova as veselova,
+    veselova_n as veselova_n,
+)

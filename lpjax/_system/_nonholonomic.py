@@ -1,0 +1,230 @@
+"""Nonholonomic LR and L+R systems on so(n) × (Rⁿ)ʳ (seed 001; the rebuilt equations are in
+``shared/seeds/001-equations.md``).
+
+State ``x = (k, γ_1, …, γ_r)``: the momentum ``k = J(γ)Ω`` in so(n) coordinates (the vector
+form of :func:`lpjax.algebras.so3` for n = 3, the orthonormal coordinates of
+:func:`lpjax.algebras.so` otherwise) and r advected body vectors. The equations are
+
+    k' = [k, Ω] + Λ,   γ_i' = −Ω γ_i,   Ω = J(γ)⁻¹ k,
+    J(γ) = I + Σ_i [D_i pr(γ_i) + T_i (1 − pr(γ_i))],   pr(γ)X = X − PXP,  P = 1 − γγᵀ/|γ|²,
+
+(L+R systems, Fedorov–Jovanović 2004; the Chaplygin sphere is r = 1, T = 0). With the LR
+constraint of Veselova type on γ_1 (seed 001, sec. 2; Veselov–Veselova 1986), the angular
+velocity stays in γ_1 ∧ Rⁿ: ``⟨Ω, E_a⟩ = 0`` for an orthonormal basis E_a of
+so(n)_γ = {X : Xγ_1 = 0}, and the reaction ``Λ = Σ_a μ_a E_a`` is fixed by d/dt ⟨Ω, E_a⟩ = 0:
+one small linear solve with the Gram matrix ``G_ab = ⟨J⁻¹E_a, E_b⟩`` and the rate of the
+constraint along the free field, taken by autodiff (so the J̇Ω term of a γ-dependent inertia,
+the rubber sphere's, is included; leaving it out breaks the invariant measure).
+
+The invariant density (in (k, γ)) is ``ρ = det J^{−1/2}``, times ``sqrt(det G)`` with the
+constraint (001-equations.md, table).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Scalar
+
+from .._algebra import LieAlgebra
+from .._checks import float_vector, is_traced
+from ._base import AbstractSystem
+
+__all__ = ["NonholonomicSystem"]
+
+_INTEGRALS = ("energy", "gamma_norms", "constraint", "k_gamma", "k_dot_gamma", "k_norm", "gamma_gram")
+
+
+def _householder(g: Float[Array, " n"]) -> Float[Array, "n n"]:
+    """An orthogonal H with ``H e_n = ±γ/|γ|`` (the reflection that keeps |v|² ≥ 2)."""
+    n = g.shape[0]
+    u = g / jnp.linalg.norm(g)
+    s = jnp.where(u[-1] >= 0, 1.0, -1.0).astype(g.dtype)
+    v = u + s * jnp.eye(n, dtype=g.dtype)[-1]
+    return jnp.eye(n, dtype=g.dtype) - 2.0 * jnp.outer(v, v) / jnp.dot(v, v)
+
+
+@final
+class NonholonomicSystem(AbstractSystem):
+    """An L+R system with an optional LR (Veselova) constraint on the first advected vector.
+
+    Arguments:
+        algebra: so(n) with a matrix basis (:func:`lpjax.algebras.so3` for the 3D vector form).
+        inertia: the constant part I of the inertia operator, a symmetric positive definite
+            ``(d, d)`` matrix in the algebra's coordinates.
+        D, T: ``(r,)`` couplings of the r advected vectors (zeros for a plain LR system).
+        constrained: the LR constraint Ω ∈ γ_1 ∧ Rⁿ.
+        integral_names: which of ``energy``, ``gamma_norms``, ``constraint``, ``k_gamma``
+            (|kγ_i|²), ``k_dot_gamma`` (⟨k, γ⟩, n = 3), ``k_norm`` (⟨k, k⟩), ``gamma_gram``
+            :meth:`integrals` returns (the first integrals of this system).
+        default: a state on the invariant manifold (returned by :meth:`default_state`).
+    """
+
+    algebra: LieAlgebra
+    inertia: Float[Array, "d d"]
+    D: Float[Array, " r"]
+    T: Float[Array, " r"]
+    constrained: bool = eqx.field(static=True)
+    integral_names: tuple = eqx.field(static=True)
+    default: Optional[Float[Array, " m"]] = None
+    name: str = eqx.field(static=True, default="NonholonomicSystem")
+
+    def __check_init__(self):
+        n = self.algebra.so_n
+        if n is None or self.algebra.matrix_basis is None:
+            raise ValueError(f"{self.name}: the algebra must be so(n) with a matrix basis, got {self.algebra.name}")
+        if n < 3:
+            raise ValueError(f"{self.name}: needs n >= 3, got n = {n}")
+        d = self.algebra.dim
+        if self.inertia.shape != (d, d) or self.D.ndim != 1 or self.D.shape != self.T.shape or self.D.shape[0] < 1:
+            raise ValueError(f"{self.name}: inertia must be ({d}, {d}) and D, T of one shape (r,), r >= 1; got "
+                             f"{self.inertia.shape}, {self.D.shape}, {self.T.shape}")
+        unknown = set(self.integral_names) - set(_INTEGRALS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown integrals {sorted(unknown)}; known: {_INTEGRALS}")
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def n(self) -> int:
+        return self.algebra.so_n
+
+    @property
+    def r(self) -> int:
+        return self.D.shape[0]
+
+    @property
+    def size(self) -> int:
+        return self.algebra.dim + self.r * self.n
+
+    def split(self, x: Float[Array, " m"]) -> tuple[Float[Array, " d"], Float[Array, "r n"]]:
+        """``(k, γ)`` with the advected vectors as rows."""
+        d = self.algebra.dim
+        return x[:d], x[d:].reshape(self.r, self.n)
+
+    def _pr(self, g: Float[Array, " n"]) -> Float[Array, "d d"]:
+        """The matrix of ``pr(γ)X = X − PXP`` in the algebra's coordinates."""
+        P = jnp.eye(self.n, dtype=g.dtype) - jnp.outer(g, g) / jnp.dot(g, g)
+        B = jnp.asarray(self.algebra.matrix_basis, g.dtype)
+        return self.algebra.vee(B - P @ B @ P, check=False).T
+
+    def inertia_operator(self, gammas: Float[Array, "r n"]) -> Float[Array, "d d"]:
+        """``J(γ) = I + Σ_i [D_i pr(γ_i) + T_i (1 − pr(γ_i))]``."""
+        J = self.inertia.astype(gammas.dtype)
+        eye = jnp.eye(self.algebra.dim, dtype=gammas.dtype)
+        for i in range(self.r):
+            pr = self._pr(gammas[i])
+            J = J + self.D[i] * pr + self.T[i] * (eye - pr)
+        return J
+
+    def constraint_basis(self, g: Float[Array, " n"]) -> Float[Array, "s d"]:
+        """Rows: an orthonormal basis of so(n)_γ = {X : Xγ = 0} (s = (n−1)(n−2)/2)."""
+        H = _householder(g)
+        n = self.n
+        rows = []
+        for i in range(n - 1):
+            for j in range(i + 1, n - 1):
+                E = jnp.zeros((n, n), g.dtype).at[i, j].set(1.0).at[j, i].set(-1.0)
+                rows.append(self.algebra.vee(H @ E @ H.T, check=False))
+        return jnp.stack(rows)
+
+    def angular_velocity(self, x: Float[Array, " m"]) -> Float[Array, " d"]:
+        k, gammas = self.split(x)
+        return jnp.linalg.solve(self.inertia_operator(gammas), k)
+
+    # ------------------------------------------------------------------ the system
+    def _free_field(self, x):
+        k, gammas = self.split(x)
+        Om = jnp.linalg.solve(self.inertia_operator(gammas), k)
+        K, W = self.algebra.hat(k), self.algebra.hat(Om)
+        kdot = self.algebra.vee(K @ W - W @ K, check=False)
+        return jnp.concatenate([kdot, (-(gammas @ W.T)).reshape(-1)])
+
+    def constraint(self, x: Float[Array, " m"]) -> Float[Array, " s"]:
+        """The LR constraint ``⟨Ω, E_a⟩`` (empty without one)."""
+        if not self.constrained:
+            return jnp.zeros((0,), x.dtype)
+        return self.constraint_basis(self.split(x)[1][0]) @ self.angular_velocity(x)
+
+    def vector_field(self, x: Float[Array, " m"]) -> Float[Array, " m"]:
+        f0 = self._free_field(x)
+        if not self.constrained:
+            return f0
+        _, gammas = self.split(x)
+        E = self.constraint_basis(gammas[0])
+        J = self.inertia_operator(gammas)
+        G = E @ jnp.linalg.solve(J, E.T)
+        rate = jax.jvp(self.constraint, (x,), (f0,))[1]
+        mu = -jnp.linalg.solve(G, rate)
+        return f0.at[: self.algebra.dim].add(E.T @ mu)
+
+    def density(self, x: Float[Array, " m"]) -> Scalar:
+        """The invariant density in (k, γ): ``det J^{−1/2}``, times ``sqrt(det⟨J⁻¹E_a, E_b⟩)``
+        with the LR constraint (001-equations.md, table)."""
+        _, gammas = self.split(x)
+        J = self.inertia_operator(gammas)
+        rho = jnp.linalg.det(J) ** -0.5
+        if self.constrained:
+            E = self.constraint_basis(gammas[0])
+            rho = rho * jnp.sqrt(jnp.linalg.det(E @ jnp.linalg.solve(J, E.T)))
+        return rho
+
+    def energy(self, x: Float[Array, " m"]) -> Scalar:
+        """``½⟨k, Ω⟩``; with the LR constraint an integral only on the constraint."""
+        return 0.5 * jnp.dot(self.split(x)[0], self.angular_velocity(x))
+
+    def casimirs(self, x: Float[Array, " m"]) -> Float[Array, " q"]:
+        """The Gram matrix of the advected vectors (upper triangle): kept by γ' = −Ωγ for any Ω."""
+        _, gammas = self.split(x)
+        iu = np.triu_indices(self.r)
+        return (gammas @ gammas.T)[iu]
+
+    def integrals(self, x: Float[Array, " m"]) -> dict:
+        """This system's first integrals (``integral_names``), by name."""
+        k, gammas = self.split(x)
+        K = self.algebra.hat(k)
+        table = {
+            "energy": lambda: self.energy(x),
+            "gamma_norms": lambda: jnp.sum(gammas**2, axis=1),
+            "constraint": lambda: self.constraint(x),
+            "k_gamma": lambda: jnp.sum((gammas @ K.T) ** 2, axis=1),
+            "k_dot_gamma": lambda: gammas @ k,
+            "k_norm": lambda: jnp.dot(k, k),
+            "gamma_gram": lambda: self.casimirs(x),
+        }
+        return {name: table[name]() for name in self.integral_names}
+
+    def default_state(self) -> Float[Array, " m"]:
+        if self.default is None:
+            raise ValueError(f"{self.name} has no default state")
+        return self.default
+
+    def project(self, x: Float[Array, " m"]) -> Float[Array, " m"]:
+        """The state with ``k`` moved along the reaction directions onto the constraint (the
+        J⁻¹-orthogonal projection; γ unchanged)."""
+        if not self.constrained:
+            return x
+        k, gammas = self.split(x)
+        E = self.constraint_basis(gammas[0])
+        JinvE = jnp.linalg.solve(self.inertia_operator(gammas), E.T)
+        mu = jnp.linalg.solve(E @ JinvE, JinvE.T @ k)
+        return x.at[: self.algebra.dim].add(-E.T @ mu)
+
+    def check_state(self, x: Array) -> None:
+        float_vector(x, self.size, self.name)
+        if is_traced(x):
+            return
+        x = jnp.asarray(x)
+        _, gammas = self.split(x)
+        norms = np.linalg.norm(np.asarray(gammas), axis=1)
+        if not np.all(norms > 0):
+            raise ValueError(f"{self.name}: every advected vector γ must be nonzero, got |γ| = {norms.tolist()}")
+        if self.constrained:
+            scale = 1.0 + float(jnp.max(jnp.abs(self.angular_velocity(x))))
+            resid = float(jnp.max(jnp.abs(self.constraint(x))))
+            if resid > 1e-8 * scale:
+                raise ValueError(f"{self.name}: the state is off the constraint Ω ∈ γ ∧ Rⁿ (residual {resid:.2e}); "
+                                 "system.project(x) moves it onto the constraint")
