@@ -1,7 +1,9 @@
 """Diagnostics (public namespace)."""
 
 from ._diagnostics import (
+    divergence_defect as divergence_defect,
     empirical_order as empirical_order,
+    measure_defect as measure_defect,
     poisson_defect as poisson_defect,
     relative_invariant_error as relative_invariant_error,
 )

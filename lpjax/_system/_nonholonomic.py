@@ -215,7 +215,7 @@ class NonholonomicSystem(AbstractSystem):
 
     def check_state(self, x: Array) -> None:
         float_vector(x, self.size, self.name)
-        if is_traced(x):
+        if is_traced(x) or any(is_traced(a) for a in jax.tree.leaves(self)):
             return
         x = jnp.asarray(x)
         _, gammas = self.split(x)

@@ -109,6 +109,8 @@ def veselova_n(J: Optional[ArrayLike] = None, n: Optional[int] = None, *, A: Opt
         return _build(g, _spd(_operator(g, lambda X: Amat @ X @ Amat), "I(Ω) = AΩA"), 0.0, None, True, _LR,
                       "veselova_n")
     Jv = as_float(J, "J")
+    if Jv.ndim == 2 and n is None:
+        raise ValueError("veselova_n: with an inertia matrix J in so(n) coordinates, give n too")
     n = _check_n(Jv.shape[0] if n is None else n)
     g, I = _inertia(Jv, n, "J") if n > 3 else _inertia(_rigid_3d(Jv), 3, "J")
     return _build(g, I, 0.0, None, True, _LR, "veselova_n")
@@ -132,7 +134,9 @@ def chaplygin_sphere(inertia: ArrayLike, D: float) -> NonholonomicSystem:
 def rubber_chaplygin_sphere(inertia: ArrayLike, D: float, n: int = 3) -> NonholonomicSystem:
     """The rubber Chaplygin sphere (rolling without slipping or twisting; seed 001, sec. 6;
     Ehlers & Koiller 2007): the marble sphere's ``k = J(γ)Ω`` with the LR constraint
-    ``PΩP = 0`` (3D: (ω, γ) = 0). Its reaction includes the J̇Ω term. Density
+    ``PΩP = 0`` (3D: (ω, γ) = 0). Its reaction includes the J̇Ω term: in 3D
+    ``λ = −(J⁻¹(k × ω − J̇ω), γ)/(J⁻¹γ, γ)`` (001-equations.md prints ``+ J̇ω``, which is wrong
+    off the constraint, where the constraint function then changes; on it J̇ω vanishes). Density
     ``det J^{−1/2} sqrt(det⟨J⁻¹E_a, E_b⟩)``; integrals: energy, |γ|², |kγ|². Its trajectories
     are Veselova's with inertia I + D·1.
 
