@@ -37,6 +37,8 @@ from ._system import (
     AbstractSystem as AbstractSystem,
     CanonicalSystem as CanonicalSystem,
     LiePoissonSystem as LiePoissonSystem,
+    Hamiltonized as Hamiltonized,
     NonholonomicSystem as NonholonomicSystem,
+    hamiltonize as hamiltonize,
 )
 

@@ -17,3 +17,4 @@ from ._families import (
     RotationFamily as RotationFamily,
 )
 from ._nonholonomic import NonholonomicSystem as NonholonomicSystem
+from ._hamiltonize import Hamiltonized as Hamiltonized, hamiltonize as hamiltonize
