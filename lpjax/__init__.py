@@ -22,6 +22,7 @@ from ._integrator import (
     GaussLegendre as GaussLegendre,
     GaussLegendreState as GaussLegendreState,
     MoserVeselov as MoserVeselov,
+    Projected as Projected,
     RESULTS as RESULTS,
     RK4 as RK4,
     StepInfo as StepInfo,

@@ -16,3 +16,4 @@ from .collective import Collective as Collective, DualPairFamily as DualPairFami
 from .moser_veselov import MoserVeselov as MoserVeselov
 from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop
 from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoincare
+from .projected import Projected as Projected, ProjectableFamily as ProjectableFamily
