@@ -217,14 +217,14 @@ class NonholonomicSystem(AbstractSystem):
         float_vector(x, self.size, self.name)
         if is_traced(x) or any(is_traced(a) for a in jax.tree.leaves(self)):
             return
-        x = jnp.asarray(x)
-        _, gammas = self.split(x)
-        norms = np.linalg.norm(np.asarray(gammas), axis=1)
+        norms = np.linalg.norm(np.asarray(x)[self.algebra.dim:].reshape(self.r, self.n), axis=1)
         if not np.all(norms > 0):
             raise ValueError(f"{self.name}: every advected vector γ must be nonzero, got |γ| = {norms.tolist()}")
         if self.constrained:
-            scale = 1.0 + float(jnp.max(jnp.abs(self.angular_velocity(x))))
-            resid = float(jnp.max(jnp.abs(self.constraint(x))))
+            with jax.ensure_compile_time_eval():  # concrete values, also while a jit is tracing
+                x = jnp.asarray(x)
+                scale = 1.0 + float(jnp.max(jnp.abs(self.angular_velocity(x))))
+                resid = float(jnp.max(jnp.abs(self.constraint(x))))
             if resid > 1e-8 * scale:
                 raise ValueError(f"{self.name}: the state is off the constraint Ω ∈ γ ∧ Rⁿ (residual {resid:.2e}); "
                                  "system.project(x) moves it onto the constraint")
