@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 demo: $(STAMP)
 	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all --out results/seed002

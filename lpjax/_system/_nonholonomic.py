@@ -48,6 +48,15 @@ def _householder(g: Float[Array, " n"]) -> Float[Array, "n n"]:
     return jnp.eye(n, dtype=g.dtype) - 2.0 * jnp.outer(v, v) / jnp.dot(v, v)
 
 
+def so_basis_fixing_last_axis(n: int) -> np.ndarray:
+    """``e_i e_jᵀ − e_j e_iᵀ`` for i < j < n − 1: an orthonormal basis of {X ∈ so(n) : X e_n = 0}."""
+    pairs = [(i, j) for i in range(n - 1) for j in range(i + 1, n - 1)]
+    E = np.zeros((len(pairs), n, n))
+    for k, (i, j) in enumerate(pairs):
+        E[k, i, j], E[k, j, i] = 1.0, -1.0
+    return E
+
+
 @final
 class NonholonomicSystem(AbstractSystem):
     """An L+R system with an optional LR (Veselova) constraint on the first advected vector.
@@ -123,13 +132,8 @@ class NonholonomicSystem(AbstractSystem):
     def constraint_basis(self, g: Float[Array, " n"]) -> Float[Array, "s d"]:
         """Rows: an orthonormal basis of so(n)_γ = {X : Xγ = 0} (s = (n−1)(n−2)/2)."""
         H = _householder(g)
-        n = self.n
-        rows = []
-        for i in range(n - 1):
-            for j in range(i + 1, n - 1):
-                E = jnp.zeros((n, n), g.dtype).at[i, j].set(1.0).at[j, i].set(-1.0)
-                rows.append(self.algebra.vee(H @ E @ H.T, check=False))
-        return jnp.stack(rows)
+        E0 = np.asarray(so_basis_fixing_last_axis(self.n), dtype=g.dtype)  # so(n−1) ⊂ so(n), fixing e_n
+        return self.algebra.vee(jnp.einsum("ai,kij,bj->kab", H, E0, H), check=False)
 
     def angular_velocity(self, x: Float[Array, " m"]) -> Float[Array, " d"]:
         k, gammas = self.split(x)
