@@ -53,7 +53,8 @@ _MOVES = frozenset("""
     dynamic_slice dynamic_update_slice
     """.split())
 # operands (by position) of a data-movement primitive that are indices and must be known at trace time
-_INDEX_OPERANDS = {"gather": (1,), "scatter": (1,), "dynamic_slice": "rest1", "dynamic_update_slice": "rest2"}
+_INDEX_OPERANDS = {"gather": slice(1, 2), "scatter": slice(1, 2), "dynamic_slice": slice(1, None),
+                   "dynamic_update_slice": slice(2, None)}
 
 _REDUCERS = {
     "reduce_sum": lax.add, "reduce_max": lax.max, "reduce_min": lax.min, "reduce_prod": lax.mul,
@@ -118,11 +119,7 @@ def _elementwise(ctx: Context, eqn, vals):
 def _move(ctx: Context, eqn, vals):
     """Data movement: the primitive on flat indices of its data operands, then a take."""
     name = eqn.primitive.name
-    index_ops = _INDEX_OPERANDS.get(name, ())
-    if index_ops == "rest1":
-        index_ops = tuple(range(1, len(vals)))
-    elif index_ops == "rest2":
-        index_ops = tuple(range(2, len(vals)))
+    index_ops = range(len(vals))[_INDEX_OPERANDS.get(name, slice(0, 0))]
     pool, idx_args, offset = [], [], 0
     for k, (v, var) in enumerate(zip(vals, eqn.invars)):
         if k in index_ops:
