@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist worksteal
 
 demo: $(STAMP)
-	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all --out results/seed002
+	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all
 	MPLBACKEND=Agg $(PY) examples/rigid_body.py
 
 bench: $(STAMP)

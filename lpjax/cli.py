@@ -212,7 +212,7 @@ def _show_plot(sol, errors: dict, path: str) -> None:
     _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
 
 
-_REPRODUCE_DEFAULT_OUT = "results/seed002/"
+_REPRODUCE_DEFAULT_OUT = "results/<seed>/"
 
 
 def _figure_names():
@@ -232,14 +232,19 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    from .reproduce import JSON_NAME, reproduce
+    from .reproduce import json_name, reproduce
 
-    t = time.perf_counter()
-    try:
-        reproduce(chosen, args.out, log=print)
-    except ValueError as e:  # e.g. a damaged results JSON
-        raise SystemExit(f"lpjax: {e}") from None
-    print(f"wrote {len(chosen)} figure(s) and {JSON_NAME} to {args.out} in {time.perf_counter() - t:.1f} s")
+    by_seed: dict[str, list[str]] = {}
+    for name in chosen:
+        by_seed.setdefault(name.split("-")[0], []).append(name)
+    for seed, names in by_seed.items():
+        out = args.out or f"results/{seed}"
+        t = time.perf_counter()
+        try:
+            reproduce(names, out, log=print)
+        except ValueError as e:  # e.g. a damaged results JSON
+            raise SystemExit(f"lpjax: {e}") from None
+        print(f"wrote {len(names)} figure(s) and {json_name(names[0])} to {out} in {time.perf_counter() - t:.1f} s")
     return 0
 
 
@@ -345,9 +350,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     show.add_argument("store")
     show.add_argument("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")
     rep = sub.add_parser("reproduce", help="reproduce a figure of a seed paper (PNG + JSON)")
-    rep.add_argument("figure", help="seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, seed002-fig6 or all")
-    rep.add_argument("--out", default=_REPRODUCE_DEFAULT_OUT,
-                     help=f"output directory for the PNGs and seed002.json (default {_REPRODUCE_DEFAULT_OUT})")
+    rep.add_argument("figure", help="seed001-fig1, seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, "
+                                    "seed002-fig6 or all")
+    rep.add_argument("--out", default=None,
+                     help=f"output directory for the PNGs and <seed>.json (default {_REPRODUCE_DEFAULT_OUT})")
     tune = sub.add_parser("tune", help="tune a control gain: movable-top (seed 002, sec. 5.3)")
     tune.add_argument("problem", choices=["movable-top"])
     tune.add_argument("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")

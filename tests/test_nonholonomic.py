@@ -25,17 +25,14 @@ def _unit(n):
 
 
 def _points(system, count):
-    """Random points on the invariant manifold: unit γ_i, the constraint satisfied."""
+    """Random points on the invariant manifold: unit γ_i, the constraint satisfied; ξ_a of
+    norm ~ 1 (kept small enough that J stays positive)."""
     g = RNG.normal(size=(count, system.r, system.n))
     g = jnp.asarray(g / np.linalg.norm(g, axis=-1, keepdims=True))
+    xi = jnp.asarray(RNG.normal(size=(count, system.m, system.algebra.dim)) / np.sqrt(system.algebra.dim))
     Om = jnp.asarray(RNG.normal(size=(count, system.algebra.dim)))
 
-    @jax.jit
-    @jax.vmap
-    def point(g, Om):
-        return system.project(jnp.concatenate([system.inertia_operator(g) @ Om, g.reshape(-1)]))
-
-    return point(g, Om)
+    return jax.jit(jax.vmap(system.from_velocity))(Om, g, xi)
 
 
 # ------------------------------------------------------------------ the 3D formulas, in numpy
@@ -58,6 +55,13 @@ def _chaplygin_np(x, I, D):
     return np.concatenate([np.cross(k, w), np.cross(g, w)])
 
 
+def _general_lplusr_np(x, I, weights):
+    """001-equations.md, general L+R: k = (I + Σ r_a ξ_a ⊗ ξ_a)ω, k' = k × ω, ξ_a' = ξ_a × ω."""
+    k, xi = x[:3], x[3:].reshape(-1, 3)
+    w = np.linalg.solve(np.diag(I) + np.einsum("a,ai,aj->ij", weights, xi, xi), k)
+    return np.concatenate([np.cross(k, w), np.cross(xi, w).reshape(-1)])
+
+
 def _rubber_np(x, I, D, jdot_sign=-1.0):
     """The rubber sphere; ``jdot_sign=+1`` is the table's printed λ (an erratum, see below)."""
     k, g = x[:3], x[3:]
@@ -70,15 +74,23 @@ def _rubber_np(x, I, D, jdot_sign=-1.0):
     return np.concatenate([np.cross(k, w) + lam * g, gp])
 
 
-@pytest.mark.parametrize("name", ["veselova", "chaplygin", "rubber"])
+R3 = np.array([[0.6, 0.2, -0.1], [0.2, -0.3, 0.15], [-0.1, 0.15, 0.4]])  # indefinite, rank 3
+GENERAL = lplusr(I3, R=R3)
+_B = np.linalg.qr(np.random.default_rng(7).normal(size=(6, 3)))[0]
+R4 = _B @ np.diag([0.5, -0.2, 0.3]) @ _B.T  # so(4), rank 3
+
+
+@pytest.mark.parametrize("name", ["veselova", "chaplygin", "rubber", "general L+R"])
 def test_3d_fields_are_the_formulas(name):
     """At 100 random points (|γ| = 1, ω arbitrary: off the constraint too) to 1e-12 relative."""
     system, ref = {
         "veselova": (veselova(I3), lambda x: _veselova_np(x, I3)),
         "chaplygin": (chaplygin_sphere(I3, D), lambda x: _chaplygin_np(x, I3, D)),
         "rubber": (rubber_chaplygin_sphere(I3, D), lambda x: _rubber_np(x, I3, D)),
+        "general L+R": (GENERAL, lambda x: _general_lplusr_np(x, I3, np.asarray(GENERAL.R))),
     }[name]
-    xs = np.stack([np.concatenate([RNG.normal(size=3), _unit(3)]) for _ in range(100)])
+    xs = np.stack([np.concatenate([RNG.normal(size=3)] + [_unit(3) for _ in range(max(system.r, system.m))])
+                   for _ in range(100)])
     got = np.asarray(jax.vmap(system.vector_field)(jnp.asarray(xs)))
     want = np.stack([ref(x) for x in xs])
     assert np.max(np.abs(got - want) / np.max(np.abs(want), axis=1, keepdims=True)) <= 1e-12
@@ -128,6 +140,8 @@ DENSITY_CASES = [
     ("L+R n=4", lplusr([1.0, 1.5, 2.0, 2.5], [0.5, 0.3], [0.2, 0.1], n=4)),
     ("spherical support n=3", spherical_support(I3, [(0.2, 0.5), (0.3, 0.4), (0.1, 0.3)], rubber=True)),
     ("spherical support n=4", spherical_support([1.0, 1.5, 2.0, 2.5], [(0.2, 0.5), (0.3, 0.4)], n=4)),
+    ("general L+R n=3", GENERAL),
+    ("general L+R n=4", lplusr([1.0, 1.5, 2.0, 2.5], n=4, R=R4)),
 ]
 
 
@@ -166,3 +180,35 @@ def test_integrals_and_constraint_are_kept_by_the_field():
         scale = (1 + float(jnp.max(jnp.abs(fs)))) ** 2
         for k, v in rates.items():
             assert float(jnp.max(jnp.abs(v))) <= 1e-12 * scale, (system.name, k)
+
+
+def test_general_lplusr_contains_the_chaplygin_sphere():
+    """In 3D, pr(γ) = 1 − γγᵀ on |γ| = 1, so the Chaplygin sphere (I, D) is the general L+R
+    system with inertia I + D and R = −D γγᵀ (ξ = γ advected the same way): equal fields."""
+    g0 = _unit(3)
+    general = lplusr(I3 + D, R=-D * np.outer(g0, g0))
+    assert general.m == 1 and np.allclose(np.abs(np.asarray(general.xis(general.default_state()))[0]), np.abs(g0))
+    xs = np.stack([np.concatenate([RNG.normal(size=3), _unit(3)]) for _ in range(50)])
+    a = jax.vmap(general.vector_field)(jnp.asarray(xs))
+    b = jax.vmap(chaplygin_sphere(I3, D).vector_field)(jnp.asarray(xs))
+    assert float(jnp.max(jnp.abs(a - b))) <= 1e-13 * float(jnp.max(jnp.abs(b)))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(), "give the couplings D"),
+    (dict(R=np.ones((2, 2))), r"symmetric \(3, 3\)"),
+    (dict(R=np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])), "must be symmetric"),
+    (dict(R=np.zeros((3, 3))), "R is zero"),
+    (dict(T=[0.1]), "T .* needs D"),
+])
+def test_lplusr_refuses_bad_couplings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        lplusr(I3, **kwargs)
+
+
+def test_indefinite_total_inertia_is_refused():
+    """R = −5 ξξᵀ with |ξ| = 1 makes J = I − 5ξξᵀ indefinite: the state is refused by name."""
+    system = lplusr(I3, R=-0.5 * np.diag([1.0, 0.0, 0.0]))
+    x = system.default_state().at[3:].multiply(np.sqrt(10.0))
+    with pytest.raises(ValueError, match="total inertia J at this state is not positive definite"):
+        lpjax.integrate(system, lpjax.RK4(), x, 0.1, 2)

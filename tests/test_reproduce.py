@@ -9,6 +9,7 @@ from lpjax import clebsch
 from lpjax.reproduce import (
     FIGURES,
     JSON_NAME,
+    json_name,
     kida_sigmas,
     movable_base_sigmas,
 )
@@ -118,7 +119,7 @@ def test_movable_base_sigmas_are_eq_32_and_span_h():
     "argv, match",
     [
         (["reproduce", "seed002-fig4"], "unknown figure 'seed002-fig4'"),
-        (["reproduce", "fig2"], "choose one of seed002-fig1"),
+        (["reproduce", "fig2"], "choose one of seed001-fig1, seed002-fig1"),
     ],
 )
 def test_unknown_figure_exits_with_message(argv, match, tmp_path):
@@ -136,7 +137,31 @@ def test_damaged_json_is_not_overwritten(tmp_path):
 
 
 def test_figures_list():
-    assert FIGURES == ("seed002-fig1", "seed002-fig2", "seed002-fig3", "seed002-fig5", "seed002-fig6")
+    assert FIGURES == ("seed001-fig1", "seed002-fig1", "seed002-fig2", "seed002-fig3", "seed002-fig5",
+                       "seed002-fig6")
+    assert json_name("seed001-fig1") == "seed001.json" and json_name("seed002-fig5") == JSON_NAME
+
+
+def test_seed001_target(tmp_path, monkeypatch):
+    """The seed 001 figure on t ∈ [0, 20] into its own seed001.json (the density panel on two of
+    its seven systems, to keep the compile time down: every density is tested in
+    test_nonholonomic.py)."""
+    from lpjax.reproduce import reproduce, seed001
+
+    full = seed001._density_systems()
+    monkeypatch.setattr(seed001, "_density_systems", lambda: {k: full[k] for k in ("Veselova n=3", "general L+R")})
+    data = reproduce(["seed001-fig1"], str(tmp_path), spans={"seed001-fig1": 20.0})
+    assert data["seed"].startswith("001_") and not (tmp_path / JSON_NAME).exists()
+    r = data["figures"]["seed001-fig1"]
+    assert (tmp_path / "seed001-fig1.png").read_bytes()[:8] == PNG_MAGIC
+    assert r["n_steps"] == 200 and r["t_span"] == pytest.approx([0.0, 20.0])
+    mx = r["maxima"]
+    assert mx["GL4_constraint"] <= 1e-14 and mx["GL4_gamma_norm_err"] <= 1e-14  # bilinear: kept by GL
+    assert mx["RK4_constraint"] >= 1e-9 and mx["RK4_rel_err_energy"] >= 10 * mx["GL4_rel_err_energy"]
+    assert mx["rubber_vs_veselova_I_plus_D"] <= 1e-10
+    assert set(r["invariant_measure"]) == {"Veselova n=3", "general L+R"}
+    for v in r["invariant_measure"].values():
+        assert v["div_rho_f"] <= 1e-11 and v["control_div_f"] >= 1e-2
 
 
 @pytest.mark.slow

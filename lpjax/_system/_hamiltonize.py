@@ -46,22 +46,24 @@ class Hamiltonized(eqx.Module):
     def _gamma(self, q: Float[Array, " k"]) -> Float[Array, " n"]:
         return jnp.concatenate([q, jnp.sqrt(1.0 - jnp.dot(q, q))[None]])
 
-    def _omega(self, q, qdot):
+    def _velocity_map(self, q: Float[Array, " k"]) -> Float[Array, "d k"]:
+        """``B(q)`` with ``Ω = B q'``: Ω = γγ'ᵀ − γ'γᵀ and γ' = (q', −qᵀq'/γ_n)."""
         g = self._gamma(q)
-        gdot = jax.jvp(self._gamma, (q,), (qdot,))[1]
-        return self.system.algebra.vee(jnp.outer(g, gdot) - jnp.outer(gdot, g), check=False)
+        C = jnp.concatenate([jnp.eye(q.shape[0], dtype=q.dtype), -(q / g[-1])[None, :]], axis=0)  # dγ/dq
+        mats = g[None, :, None] * C.T[:, None, :] - C.T[:, :, None] * g[None, None, :]  # γ c_jᵀ − c_j γᵀ
+        return self.system.algebra.vee(mats, check=False).T
+
+    def _omega(self, q, qdot):
+        return self._velocity_map(q) @ qdot
 
     def _x(self, q, Om):
         g = self._gamma(q)
         return jnp.concatenate([self.system.inertia_operator(g[None]) @ Om, g])
 
     def metric(self, q: Float[Array, " k"]) -> Float[Array, "k k"]:
-        """``G(q)``: the reduced kinetic energy is ``½ q'ᵀ G q'``."""
-        def lagrangian(qdot):
-            Om = self._omega(q, qdot)
-            return 0.5 * jnp.dot(self.system.inertia_operator(self._gamma(q)[None]) @ Om, Om)
-
-        return jax.hessian(lagrangian)(jnp.zeros_like(q))
+        """``G(q) = Bᵀ I B``: the reduced kinetic energy is ``½ q'ᵀ G q'``."""
+        B = self._velocity_map(q)
+        return B.T @ self.system.inertia_operator(self._gamma(q)[None]) @ B
 
     def _nu(self, q):
         g = self._gamma(q)
@@ -110,6 +112,15 @@ class Hamiltonized(eqx.Module):
         Y = zdot / self.multiplier(z[: self.n - 1])
         return jnp.linalg.norm(Y - self.canonical.vector_field(z)) / jnp.linalg.norm(Y)
 
+    def defects(self, xs: Float[Array, "b m"]) -> Float[Array, " b"]:
+        """:meth:`defect` at each of the states ``xs``, compiled once per shape."""
+        return _defects(self, jnp.asarray(xs))
+
+
+@eqx.filter_jit
+def _defects(h: Hamiltonized, xs):
+    return jax.vmap(h.defect)(xs)
+
 
 def hamiltonize(system: NonholonomicSystem, *, check_points: int = 8, seed: int = 0) -> Hamiltonized:
     """Chaplygin's reducing multiplier for a Veselova-type system (an LR constraint, no
@@ -130,10 +141,8 @@ def hamiltonize(system: NonholonomicSystem, *, check_points: int = 8, seed: int 
         g[-1] = abs(g[-1]) + 0.5
         g /= np.linalg.norm(g)
         Om = rng.normal(size=system.algebra.dim)
-        x = jnp.concatenate([system.inertia_operator(jnp.asarray(g)[None]) @ Om, jnp.asarray(g)])
-        xs.append(system.project(x))
-    defects = eqx.filter_jit(lambda h, xs: jax.vmap(h.defect)(xs))(h, jnp.stack(xs))
-    worst = float(jnp.max(defects))
+        xs.append(system.from_velocity(jnp.asarray(Om), jnp.asarray(g)))
+    worst = float(jnp.max(h.defects(jnp.stack(xs))))
     if not worst <= _DEFECT_TOL:
         raise ValueError(f"hamiltonize: {system.name} (n = {system.n}) has no Chaplygin reducing multiplier of this "
                          f"form: Hamiltonian defect {worst:.2e} > {_DEFECT_TOL:g} (a multiplier exists for n = 3, and "

@@ -1,4 +1,8 @@
-"""Reproduction of seed 002's numerical figures 1, 2, 3, 5 and 6 (secs 5.2 and 5.3).
+"""Reproduction of the seed papers' results: seed 002's numerical figures 1, 2, 3, 5 and 6
+(secs 5.2 and 5.3), and for seed 001 (no numerical figures of its own) one figure of what its
+statements predict (:mod:`.seed001`: constraint and integrals under GL4 and RK4, the rubber
+sphere as Veselova with inertia I + D, the invariant densities of every system family). Each
+seed's figures share one JSON, ``<out>/seed001.json`` or ``<out>/seed002.json``.
 
 Seed 002 is Jayawardana, Morrison, Ohsawa, *Clebsch canonization of Lie–Poisson systems*.
 Each figure is one PNG ``<out>/seed002-figN.png``; all share one JSON ``<out>/seed002.json``
@@ -27,6 +31,7 @@ float64, which :func:`reproduce` requires.
 from ._common import (
     FIGURES as FIGURES,
     JSON_NAME as JSON_NAME,
+    json_name as json_name,
     movable_base_initial_state as movable_base_initial_state,
 )
 from ._run import reproduce as reproduce
@@ -36,6 +41,7 @@ from .seed002_fig6 import movable_base_sigmas as movable_base_sigmas
 __all__ = [
     "FIGURES",
     "JSON_NAME",
+    "json_name",
     "movable_base_initial_state",
     "kida_sigmas",
     "movable_base_sigmas",

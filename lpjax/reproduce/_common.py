@@ -24,10 +24,19 @@ import time
 import numpy as np
 
 
-FIGURES = ("seed002-fig1", "seed002-fig2", "seed002-fig3", "seed002-fig5", "seed002-fig6")
+FIGURES = ("seed001-fig1", "seed002-fig1", "seed002-fig2", "seed002-fig3", "seed002-fig5", "seed002-fig6")
 JSON_NAME = "seed002.json"
-_SEED = "002_6ff0b7d18e95d401"
-_PAPER = "Jayawardana, Morrison, Ohsawa: Clebsch canonization of Lie-Poisson systems (seed 002)"
+# per seed: (seed file, paper); each seed's figures share one JSON, ``<seed>.json``
+SEEDS = {
+    "seed001": ("001_6c756a0daff602ba", "Jovanovic: LR and L+R systems (seed 001)"),
+    "seed002": ("002_6ff0b7d18e95d401", "Jayawardana, Morrison, Ohsawa: Clebsch canonization of Lie-Poisson systems "
+                                        "(seed 002)"),
+}
+
+
+def json_name(figure: str) -> str:
+    """The results file a figure's entry goes to: ``seed001.json``, ``seed002.json``."""
+    return f"{figure.split('-')[0]}.json"
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -47,6 +56,7 @@ class _Spec:
 
 
 _SPECS = {
+    "seed001-fig1": _Spec("veselova", 0.1, 1000.0, ()),  # its runs are its own (seed001.py)
     "seed002-fig1": _Spec("kida", 0.1, 100.0, ("collective",)),
     "seed002-fig2": _Spec("kida", 0.1, 1000.0, ("collective", "rk4")),
     "seed002-fig3": _Spec("kida", 0.1, 1000.0, ("canonical",)),

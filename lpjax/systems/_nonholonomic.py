@@ -59,20 +59,37 @@ def _inertia(inertia: ArrayLike, n: int, what: str = "inertia") -> tuple[LieAlge
 
 
 def _unit_vectors(r: int, n: int) -> Array:
-    rows = np.array([[np.cos(1.0 + 2.1 * i + 0.7 * j) + (j == n - 1) for j in range(n)] for i in range(r)])
+    i, j = np.arange(r)[:, None], np.arange(n)[None, :]
+    rows = np.cos(1.0 + 2.1 * i + 0.7 * j) + (j == n - 1)
     return jnp.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True))
 
 
-def _build(algebra, I, D, T, constrained: bool, integrals, name: str, gammas=None) -> NonholonomicSystem:
+def _build(algebra, I, D, T, constrained: bool, integrals, name: str, R=None, xis=None) -> NonholonomicSystem:
     D = jnp.atleast_1d(as_float(D, "D"))
     T = jnp.zeros_like(D) if T is None else jnp.atleast_1d(as_float(T, "T"))
     if not is_traced(D) and (np.any(np.asarray(D) < 0) or np.any(np.asarray(T) < 0)):
         raise ValueError(f"{name}: the couplings D and T must be >= 0, got D = {np.asarray(D)}, T = {np.asarray(T)}")
-    system = NonholonomicSystem(algebra, I, D, T, constrained, tuple(integrals), None, name)
-    g = _unit_vectors(system.r, system.n) if gammas is None else gammas
+    system = NonholonomicSystem(algebra, I, D, T, constrained, tuple(integrals), None, name, R)
     Om = jnp.asarray(np.cos(0.3 + 1.7 * np.arange(algebra.dim)))
-    x = jnp.concatenate([system.inertia_operator(g) @ Om, g.reshape(-1)])
-    return NonholonomicSystem(algebra, I, D, T, constrained, tuple(integrals), system.project(x), name)
+    x = system.from_velocity(Om, _unit_vectors(system.r, system.n), xis)
+    return NonholonomicSystem(algebra, I, D, T, constrained, tuple(integrals), x, name, R)
+
+
+def _decompose(R: ArrayLike, d: int) -> tuple[Array, Array]:
+    """``R = Σ_a R_a ξ_a ⊗ ξ_a``: the nonzero eigenvalues and orthonormal eigenvectors (rows) of a
+    symmetric ``(d, d)`` matrix (all d pairs when R is traced)."""
+    R = as_float(R, "R")
+    if R.shape != (d, d):
+        raise ValueError(f"R must be a symmetric ({d}, {d}) matrix in the algebra's coordinates, got shape {R.shape}")
+    if not is_traced(R) and not np.allclose(np.asarray(R), np.asarray(R).T, rtol=1e-12, atol=1e-12):
+        raise ValueError("R must be symmetric")
+    lam, vecs = jnp.linalg.eigh(0.5 * (R + R.T))
+    if not is_traced(R):
+        keep = np.abs(np.asarray(lam)) > 1e-12 * max(1.0, float(np.max(np.abs(np.asarray(lam)))))
+        if not keep.any():
+            raise ValueError("R is zero: give a nonzero coupling, or use D")
+        lam, vecs = lam[keep], vecs[:, keep]
+    return lam, vecs.T
 
 
 def veselova(inertia: ArrayLike) -> NonholonomicSystem:
@@ -146,12 +163,31 @@ def rubber_chaplygin_sphere(inertia: ArrayLike, D: float, n: int = 3) -> Nonholo
     return _build(g, I, D, None, True, _LR, "rubber_chaplygin_sphere")
 
 
-def lplusr(inertia: ArrayLike, D: ArrayLike, T: Optional[ArrayLike] = None, n: int = 3) -> NonholonomicSystem:
-    """An L+R system (seed 001, sec. 3; Fedorov & Jovanović 2004): r advected vectors γ_i with
-    ``J = I + Σ_i [D_i pr(γ_i) + T_i (1 − pr(γ_i))]``, ``k' = [k, Ω]``, no multiplier. Density
-    ``det J^{−1/2}``; integrals: energy, ⟨k, k⟩, |kγ_i|², the Gram matrix of the γ_i."""
+def lplusr(inertia: ArrayLike, D: Optional[ArrayLike] = None, T: Optional[ArrayLike] = None, n: int = 3, *,
+           R: Optional[ArrayLike] = None) -> NonholonomicSystem:
+    """An L+R system (seed 001, sec. 3; Fedorov & Jovanović 2004), ``k' = [k, Ω]``, no multiplier.
+
+    ``lplusr(inertia, D, T)``: r advected vectors γ_i with
+    ``J = I + Σ_i [D_i pr(γ_i) + T_i (1 − pr(γ_i))]``; integrals: energy, ⟨k, k⟩, |kγ_i|², the
+    Gram matrix of the γ_i.
+
+    ``lplusr(inertia, R=R)``: the general L+R system with a symmetric ``(d, d)`` matrix R in the
+    algebra's coordinates, written ``R = Σ_a R_a ξ_a ⊗ ξ_a`` (its eigen-decomposition at t = 0);
+    the ξ_a are advected, ``ξ_a' = [ξ_a, Ω]``, and ``J = I + Σ_a R_a ξ_a ⊗ ξ_a``. State
+    ``(k, ξ_1, …, ξ_m)`` over the m nonzero eigenvalues; integrals: energy, ⟨k, k⟩, ⟨k, ξ_a⟩, the
+    Gram matrix of the ξ_a (001-equations.md, table). Both may be given together.
+
+    Density ``|det J|^{−1/2}``. ``inertia``: n = 3, principal moments; n ≥ 4, the rigid-body J
+    ``(n,)`` or a ``(d, d)`` matrix.
+    """
+    if D is None and T is not None:
+        raise ValueError("lplusr: T (the twist couplings) needs D")
+    if D is None and R is None:
+        raise ValueError("lplusr: give the couplings D (and T) of advected vectors, or a general R=, or both")
     g, I = _inertia(inertia, _check_n(n))
-    return _build(g, I, D, T, False, _LPLUSR, "lplusr")
+    weights, xis = (None, None) if R is None else _decompose(R, g.dim)
+    names = (_LPLUSR if D is not None else ("energy", "k_norm")) + (("k_xi", "xi_gram") if R is not None else ())
+    return _build(g, I, np.zeros(0) if D is None else D, T, False, names, "lplusr", weights, xis)
 
 
 def spherical_support(inertia: ArrayLike, balls: Sequence[tuple[float, float]], rubber: bool = False,
