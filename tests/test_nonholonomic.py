@@ -186,7 +186,7 @@ def test_general_lplusr_contains_the_chaplygin_sphere():
     """In 3D, pr(γ) = 1 − γγᵀ on |γ| = 1, so the Chaplygin sphere (I, D) is the general L+R
     system with inertia I + D and R = −D γγᵀ (ξ = γ advected the same way): equal fields."""
     g0 = _unit(3)
-    general = lplusr(I3 + D, R=-D * np.outer(g0, g0))
+    general = lplusr(I3 + D, -D * np.outer(g0, g0))  # positional: a matrix is the general R
     assert general.m == 1 and np.allclose(np.abs(np.asarray(general.xis(general.default_state()))[0]), np.abs(g0))
     xs = np.stack([np.concatenate([RNG.normal(size=3), _unit(3)]) for _ in range(50)])
     a = jax.vmap(general.vector_field)(jnp.asarray(xs))

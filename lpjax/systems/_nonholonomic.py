@@ -171,7 +171,8 @@ def lplusr(inertia: ArrayLike, D: Optional[ArrayLike] = None, T: Optional[ArrayL
     ``J = I + Σ_i [D_i pr(γ_i) + T_i (1 − pr(γ_i))]``; integrals: energy, ⟨k, k⟩, |kγ_i|², the
     Gram matrix of the γ_i.
 
-    ``lplusr(inertia, R=R)``: the general L+R system with a symmetric ``(d, d)`` matrix R in the
+    ``lplusr(inertia, R)`` (a matrix in place of D) or ``lplusr(inertia, R=R)``: the general L+R
+    system with a symmetric ``(d, d)`` matrix R in the
     algebra's coordinates, written ``R = Σ_a R_a ξ_a ⊗ ξ_a`` (its eigen-decomposition at t = 0);
     the ξ_a are advected, ``ξ_a' = [ξ_a, Ω]``, and ``J = I + Σ_a R_a ξ_a ⊗ ξ_a``. State
     ``(k, ξ_1, …, ξ_m)`` over the m nonzero eigenvalues; integrals: energy, ⟨k, k⟩, ⟨k, ξ_a⟩, the
@@ -180,6 +181,8 @@ def lplusr(inertia: ArrayLike, D: Optional[ArrayLike] = None, T: Optional[ArrayL
     Density ``|det J|^{−1/2}``. ``inertia``: n = 3, principal moments; n ≥ 4, the rigid-body J
     ``(n,)`` or a ``(d, d)`` matrix.
     """
+    if D is not None and R is None and np.ndim(D) == 2:  # lplusr(inertia, R): a matrix is the general R
+        D, R = None, D
     if D is None and T is not None:
         raise ValueError("lplusr: T (the twist couplings) needs D")
     if D is None and R is None:
