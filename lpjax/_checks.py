@@ -106,8 +106,18 @@ def finite_array(x: ArrayLike, shape: tuple, name: str) -> Array:
     return _checked(x, ~jnp.all(jnp.isfinite(x)), f"{name} must be finite")
 
 
+def real_number(x, name: str) -> None:
+    """Refuse what is not a real number: a string, a bool, a complex or non-numeric array."""
+    if is_traced(x):
+        return
+    kind = np.asarray(x).dtype.kind if not isinstance(x, (str, bytes, bool, np.bool_)) else None
+    if kind not in ("f", "i", "u"):
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__} {x!r}")
+
+
 def finite_scalar(x: ArrayLike, name: str) -> Array:
-    """A finite scalar (concrete values are checked; traced ones pass through)."""
+    """A finite real scalar (concrete values are checked; traced ones pass through)."""
+    real_number(x, name)
     if jnp.ndim(x) != 0:
         raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(x)}")
     if not is_traced(x) and not np.isfinite(np.asarray(x)):
@@ -121,8 +131,8 @@ def run_dtype(dtype, x, who: str) -> np.dtype:
     float32 state is usually an accident when x64 is on (a float32 array from elsewhere)."""
     if dtype is not None:
         dt = np.dtype(dtype)
-        if dt.kind != "f":
-            raise ValueError(f"{who}: dtype must be a floating dtype (float32 or float64), got {dt}")
+        if dt.kind != "f" or dt.itemsize < 4:
+            raise ValueError(f"{who}: dtype must be float32 or float64, got {dt}")
         if dt.itemsize == 8 and not jax.config.jax_enable_x64:
             raise ValueError(f"{who}: dtype float64 needs x64 in JAX (jax.config.update('jax_enable_x64', True) "
                              "before any computation); it is off, and JAX would silently compute in float32")
@@ -130,6 +140,9 @@ def run_dtype(dtype, x, who: str) -> np.dtype:
     dt = np.dtype(jnp.result_type(x))
     if dt.kind != "f":  # left to the caller (integrate refuses it, ensemble converts)
         return dt
+    if dt.itemsize < 4:
+        raise ValueError(f"{who}: {dt} states are not supported (about {int(-np.log10(np.finfo(dt).eps))} digits: the "
+                         "implicit solves cannot meet their tolerance); use float32 or float64")
     if dt.itemsize < 8 and jax.config.jax_enable_x64:
         warnings.warn(f"{who}: the initial state is {dt} while JAX's x64 is on, so the run is in {dt} (about "
                       f"{int(-np.log10(np.finfo(dt).eps))} digits); pass dtype=jnp.{dt} to say so, or a float64 "

@@ -190,8 +190,10 @@ def _lift_iterations(c: Array, sign: int, mu: Array, z0: Array, q_fixed: Optiona
     """
     n = mu.shape[0]
     M = lambda z: _apply_momentum_map(c, sign, z)  # noqa: E731
-    scale = jnp.maximum(jnp.max(jnp.abs(mu)), jnp.finfo(mu.dtype).tiny)
-    mu_s = mu / scale  # solve at unit scale, rescale p afterwards
+    size = jnp.max(jnp.abs(mu))
+    # solve at unit scale, rescale p afterwards; mu = 0 keeps scale 1 (a finite derivative there)
+    scale = jnp.where(size > 0, size, 1.0)
+    mu_s = mu / scale
 
     def body(z, _):
         r = M(z) - mu_s
@@ -225,7 +227,31 @@ def lift_jax(algebra: LieAlgebra, mu: Float[Array, " n"], sign: int) -> tuple[Ar
     trajectory in 𝔤*).
     """
     c = jnp.asarray(algebra.structure_constants, dtype=mu.dtype)
-    return _lift_iterations(c, sign, mu, _lift_start(algebra.dim, mu.dtype), None, _LIFT_ITERS)
+    return _lift_point(sign, c, mu, _lift_start(algebra.dim, mu.dtype))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _lift_point(sign: int, c: Array, mu: Array, z0: Array):
+    return _lift_iterations(c, sign, mu, z0, None, _LIFT_ITERS)
+
+
+@_lift_point.defjvp
+def _lift_point_jvp(sign: int, primals, tangents):
+    """The lift's tangent: the minimum-norm ``dz`` with ``DM(z) dz = dmu`` (any tangent of the
+    lift gives the same collective trajectory). Where ``DM(z)`` has rank below n (μ = 0, where
+    every lift is singular) there is none, and differentiating raises."""
+    c, mu, z0 = primals
+    dmu = tangents[1]
+    z, resid = _lift_point(sign, c, mu, z0)
+    A = jax.jacfwd(lambda w: _apply_momentum_map(c, sign, w))(z)
+    AAt = A @ A.T
+    lam = jnp.linalg.eigvalsh(AAt)
+    dz = A.T @ jnp.linalg.solve(AAt, dmu)
+    dz = eqx.error_if(dz, ~(lam[0] > 1e-12 * lam[-1]),
+                      "Collective: the momentum map's derivative is singular at the lifted initial state (as at "
+                      "mu0 = 0, where no lift is regular), so the derivative with respect to the initial state is "
+                      "undefined there")
+    return (z, resid), (dz, jnp.zeros_like(resid))
 
 
 def lift(

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from ._checks import cast_floats, is_traced, positive_int, run_dtype
+from ._checks import cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, StepInfo
 from ._system import AbstractSystem
 
@@ -38,7 +38,10 @@ class Solution(eqx.Module):
             ``reconstruct=True`` (see :class:`lpjax.AbstractGroupMap`); otherwise ``None``.
         stats: ``max_residual`` (worst implicit-equation residual at the last iteration of a
             step's solve), ``max_iterations`` and ``mean_iterations`` (most and mean iterations
-            per step needed to meet ``tol``), ``num_failed_steps`` and ``num_steps``.
+            per step needed to meet ``tol``), ``num_failed_steps`` and ``num_steps``. The
+            counters are int64 when JAX's x64 is on, int32 otherwise.
+        state: the method's state after the last step (a predictor, a lifted point, an
+            attitude): pass the Solution as ``y0`` to :func:`integrate` to continue the run.
     """
 
     ts: Float[Array, " T"]
@@ -46,6 +49,12 @@ class Solution(eqx.Module):
     result: RESULTS
     stats: dict[str, Any]
     gs: Optional[PyTree] = None
+    state: Optional[PyTree] = None
+
+
+def _count_dtype():
+    """int64 step and iteration counters with x64 on (no overflow past 2³¹ steps), else int32."""
+    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
 
 
 class _Carry(eqx.Module):
@@ -60,22 +69,26 @@ class _Carry(eqx.Module):
 
     @classmethod
     def start(cls, state: PyTree, rdtype) -> "_Carry":
-        zero = jnp.zeros((), jnp.int32)
+        zero = jnp.zeros((), _count_dtype())
         return cls(state, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
 
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
         failed = result != RESULTS.successful
+        count = self.num_failed.dtype
         return _Carry(
             state,
             RESULTS.where(self.result == RESULTS.successful, result, self.result),
             jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
-            jnp.maximum(self.max_iterations, info.iterations.astype(jnp.int32)),
-            self.total_iterations + info.iterations.astype(jnp.int32),
-            self.num_failed + failed.astype(jnp.int32),
+            jnp.maximum(self.max_iterations, info.iterations.astype(count)),
+            self.total_iterations + info.iterations.astype(count),
+            self.num_failed + failed.astype(count),
         )
 
 
-def _check_inputs(system, method, y0, dt, n_steps, save_every):
+_MAX_STEPS_INT32 = 2**31 - 1
+
+
+def _check_inputs(system, method, y0, dt, n_steps, save_every, t0):
     if not isinstance(method, AbstractIntegrator):
         raise TypeError(f"method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
     method.check_system(system)
@@ -83,6 +96,12 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every):
     positive_int(save_every, "save_every")
     if n_steps % save_every:
         raise ValueError(f"n_steps ({n_steps}) must be divisible by save_every ({save_every})")
+    if n_steps > _MAX_STEPS_INT32 and not jax.config.jax_enable_x64:
+        raise ValueError(f"n_steps = {n_steps} exceeds 2**31 - 1, the most that 32-bit step counters hold; turn on "
+                         "JAX's x64 (jax.config.update('jax_enable_x64', True)) for 64-bit counters, or split the run "
+                         "(integrate(..., y0=solution) continues it)")
+    finite_scalar(t0, "t0")
+    real_number(dt, "dt")
     if jnp.ndim(dt) != 0:
         raise ValueError(f"dt must be a scalar, got shape {jnp.shape(dt)}")
     if not is_traced(dt):
@@ -129,6 +148,8 @@ def _loop(f, dyn, carry, length: int, discrete: bool):
         return run(carry, length)
     group = _group_size(length)
     q, r = divmod(length, group)
+    if r:  # the last group takes the remainder: every step then runs inside a loop of >= 2 steps,
+        q -= 1  # compiled alike in any run (a run split in pieces stays bit-identical)
 
     def run_group(c, _):
         return run(c, group)
@@ -136,7 +157,7 @@ def _loop(f, dyn, carry, length: int, discrete: bool):
     carry, ys = jax.lax.scan(run_group if discrete else jax.checkpoint(run_group, prevent_cse=False), carry, None, length=q)
     ys = jax.tree.map(lambda a: a.reshape(q * group, *a.shape[2:]), ys)
     if r:
-        carry, rest = run(carry, r)
+        carry, rest = run(carry, group + r)
         ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, rest)
     return carry, ys
 
@@ -220,11 +241,13 @@ _adjoint_scan_vjp.defvjp(_adjoint_scan_fwd, _adjoint_scan_bwd, symbolic_zeros=Tr
 
 
 @eqx.filter_jit
-def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str) -> Solution:
+def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str,
+               state0=None) -> Solution:
     y0 = eqx.error_if(y0, ~jnp.all(jnp.isfinite(y0)), "y0 must be finite; it contains NaN or inf")
     dt = eqx.error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "dt must be finite and > 0")
     rdtype = y0.dtype
-    state0 = method.init(system, y0, dt)
+    if state0 is None:
+        state0 = method.init(system, y0, dt)
     dyn, static = eqx.partition((system, method, dt), eqx.is_array)
     # The discrete adjoint runs over single steps: within a save when saves are far apart, over
     # the saves (each a few steps) when they are close.
@@ -253,20 +276,20 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         "max_iterations": carry.max_iterations,
         "mean_iterations": carry.total_iterations.astype(rdtype) / n_steps,
         "num_failed_steps": carry.num_failed,
-        "num_steps": jnp.asarray(n_steps, jnp.int32),
+        "num_steps": jnp.asarray(n_steps, _count_dtype()),
     }
-    return Solution(ts=ts, ys=ys, result=carry.result, stats=stats, gs=gs)
+    return Solution(ts=ts, ys=ys, result=carry.result, stats=stats, gs=gs, state=carry.state)
 
 
 def integrate(
     system: AbstractSystem,
     method: AbstractIntegrator,
-    y0: ArrayLike,
+    y0: ArrayLike | Solution,
     dt: ArrayLike,
     n_steps: int,
     save_every: int = 1,
     throw: bool = True,
-    t0: float = 0.0,
+    t0: Optional[float] = None,
     adjoint: str = "auto",
     dtype=None,
 ) -> Solution:
@@ -304,19 +327,42 @@ def integrate(
     ``y0``'s; a float32 ``y0`` while JAX's x64 is on runs in float32 with a warning (pass
     ``dtype=jnp.float32`` to ask for it), and float64 with x64 off is an error.
 
+    Continuing a run. With ``y0`` a :class:`Solution` of the same system and method, the run
+    starts from its last state and the method's internal state with it (a predictor, a lifted
+    point, a reconstructed attitude), at ``t0 = solution.ts[-1]`` unless ``t0`` is given: a run
+    split into pieces gives the states of the whole run bit for bit.
+
     Bad input raises ``ValueError``/``TypeError`` before tracing (a system outside the
     method's family, a non-scalar or non-positive ``dt``, a non-finite ``y0``); with traced
     ``y0``/``dt``, non-finite or non-positive values raise an ``EquinoxRuntimeError`` at run
     time. With ``throw=True`` a failed step raises once at the end with the
     :class:`RESULTS` message; with ``throw=False`` inspect ``Solution.result``.
     """
+    previous = y0 if isinstance(y0, Solution) else None
+    if previous is not None:
+        y0 = previous.ys[-1]
+        t0 = previous.ts[-1] if t0 is None else t0
+    t0 = 0.0 if t0 is None else t0
     rdtype = run_dtype(dtype, y0, "integrate")
     y0 = jnp.asarray(y0, rdtype if rdtype.kind == "f" else None)  # an integer y0 is refused below
     if rdtype.kind == "f":
         system, method = cast_floats((system, method), rdtype)
-    _check_inputs(system, method, y0, dt, n_steps, save_every)
+    _check_inputs(system, method, y0, dt, n_steps, save_every, t0)
     if adjoint not in ("auto", "discrete", "direct"):
         raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')
     dt = jnp.asarray(dt, dtype=y0.dtype)
     t0 = jnp.asarray(t0, dtype=y0.dtype)
-    return _integrate(system, method, y0, dt, t0, int(n_steps), int(save_every), bool(throw), adjoint)
+    state0 = None if previous is None else _previous_state(previous, system, method, y0, dt)
+    return _integrate(system, method, y0, dt, t0, int(n_steps), int(save_every), bool(throw), adjoint, state0)
+
+
+def _previous_state(previous: Solution, system, method, y0, dt) -> PyTree:
+    """The method state a :class:`Solution` ended in, checked to be one of ``method``'s states."""
+    if previous.state is None:
+        raise ValueError("this Solution carries no method state to continue from (it was not made by integrate)")
+    want = eqx.filter_eval_shape(method.init, system, y0, dt)
+    shape = lambda t: [(jnp.shape(a), jnp.result_type(a)) for a in jax.tree.leaves(t)]  # noqa: E731
+    if jax.tree.structure(want) != jax.tree.structure(previous.state) or shape(want) != shape(previous.state):
+        raise ValueError(f"the Solution's final state is not a state of {type(method).__name__} on this system: "
+                         "continue a run with the method and system that made it")
+    return previous.state

@@ -1,197 +1,404 @@
-"""The ``lpjax`` command: ``lpjax list``, ``lpjax run SYSTEM``, ``lpjax ensemble SYSTEM``,
-``lpjax show STORE``, ``lpjax reproduce FIGURE`` and ``lpjax tune movable-top``."""
+"""The ``lpjax`` command (click): ``list``, ``run``, ``ensemble``, ``show``, ``reproduce``,
+``tune`` and ``completion``.
+
+Every system of :mod:`lpjax.systems` and every method is reachable by name or alias
+(``lpjax list``). Bad input ends with one line on stderr, ``lpjax: ...``, and a non-zero exit
+status; ``lpjax --debug ...`` shows the traceback instead. Outputs are checked before any
+work and written atomically.
+"""
 
 from __future__ import annotations
 
-import argparse
+import datetime
 import json
+import os
 import sys
 import time
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
+import click
 import numpy as np
 
 from ._io import atomic_write as _atomic_write, require_matplotlib
 
-# name -> (factory of the system with default parameters, default initial state, summary)
-_SYSTEMS: dict[str, tuple[Callable, list, str]] = {
-    "rigid_body": (
-        lambda: _zoo().rigid_body([1.0, 2.0, 3.0]),
-        [1.0, 0.5, 0.8],
-        "Euler top on so(3)*, I = (1, 2, 3)",
-    ),
-    "heavy_top": (
-        lambda: _zoo().heavy_top([1.0, 1.3, 0.7], [0.0, 0.0, 1.0], 2.0),
-        [0.4, -0.8, 1.5, 0.3, 0.4, 0.8660254037844386],
-        "heavy top on se(3)*, I = (1, 1.3, 0.7), chi = e3, mgl = 2",
-    ),
-    "rigid_body_4d": (
-        lambda: _zoo().rigid_body_n([0.5, 1.0, 1.5, 2.0]),
-        [1.0, 0.3, -0.5, 0.2, 0.8, -0.4],
-        "free rigid body on so(4)*, J = (0.5, 1, 1.5, 2)",
-    ),
-    "lagrange_top": (
-        lambda: _zoo().lagrange_top(3, frame="rest"),
-        [0.3, -0.2, 0.5, 0.0, 0.6, 0.8],
-        "Lagrange top on e(3)*, rest frame (seed 000, sec. 6), gravity e3",
-    ),
-    "heavy_top_4d": (
-        lambda: _zoo().heavy_top_n([0.5, 0.5, 0.5, 1.0], [0.0, 0.0, 0.0, 1.0]),
-        [1.0, 0.3, -0.5, 0.2, 0.8, -0.4, 0.1, 0.2, 0.3, 0.9],
-        "heavy top on e(4)*, J = (0.5, 0.5, 0.5, 1), A = e4",
-    ),
-}
+_MAX_STEPS = 2**31 - 1
+_PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
+_REPRODUCE_DEFAULT_OUT = "results/<seed>/"
 
 
-def _zoo():
-    from . import systems
-
-    return systems
+class _Failure(Exception):
+    """An error to report as one line."""
 
 
-def _method(name: str):
-    import lpjax
-
-    key = name.lower()
-    if key == "rk4":
-        return lpjax.RK4()
-    if key.startswith("gl") and key[2:].isdigit() and int(key[2:]) >= 2 and int(key[2:]) % 2 == 0:
-        return lpjax.GaussLegendre(int(key[2:]) // 2)
-    if key in ("mv", "moser-veselov"):
-        return lpjax.MoserVeselov()
-    if key == "suris":
-        return lpjax.SurisLagrangeTop()
-    raise SystemExit(f"lpjax: unknown method {name!r}; expected 'rk4', 'gl<order>' with even order (gl2, gl4, ...), "
-                     "'mv' (Moser-Veselov, rigid bodies) or 'suris' (Lagrange top)")
-
-
-def _cmd_list() -> int:
-    print("systems:")
-    for name, (_, _, summary) in _SYSTEMS.items():
-        print(f"  {name:16s} {summary}")
-    print("methods:\n  rk4              classical Runge-Kutta 4\n  gl<2s>           Gauss-Legendre with s stages (gl2, gl4, gl6, ...)"
-          "\n  mv               Moser-Veselov (rigid bodies)\n  suris            Suris' map (lagrange_top)")
-    print("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
-    return 0
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    system, method, y0 = _system_and_method(args.system, args.method)
-    if not (args.dt > 0 and np.isfinite(args.dt)) or not (args.t1 > 0 and np.isfinite(args.t1)):
-        raise SystemExit("lpjax: --dt and --t1 must be finite and > 0")
-    if args.plot:
-        try:
-            require_matplotlib("lpjax run --plot")
-        except ImportError as e:
-            raise SystemExit(f"lpjax: {e}") from None
-    import lpjax
-    from lpjax.diagnostics import relative_invariant_error
-
-    n_steps = max(1, int(round(args.t1 / args.dt)))
-    save_every = max(1, n_steps // args.saves)
-    n_steps -= n_steps % save_every
-    sol = lpjax.integrate(system, method, y0, args.dt, n_steps, save_every=save_every)
-    e = np.asarray(relative_invariant_error(system.energy, sol.ys))
-    c = np.asarray(relative_invariant_error(system.casimirs, sol.ys))
-    print(f"{args.system} with {args.method}: {n_steps} steps of {args.dt} to t = {float(sol.ts[-1]):g}")
-    print(f"  max relative energy error   {e.max():.3e}")
-    print(f"  max relative Casimir error  {c.max():.3e}")
-    meta = dict(system=args.system, method=args.method, dt=args.dt, n_steps=n_steps, save_every=save_every,
-                lpjax_version=lpjax.__version__)
-    if args.out:
-        _atomic_write(args.out, lambda p: np.savez(p, ts=np.asarray(sol.ts), ys=np.asarray(sol.ys),
-                                                   metadata=np.array(json.dumps(meta))))
-        print(f"  wrote {args.out}")
-    if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        axes[0].plot(sol.ts, sol.ys)
-        axes[0].set_title(f"{args.system}: state")
-        axes[1].semilogy(sol.ts[1:], np.maximum(e[1:], 1e-17), label="energy")
-        axes[1].semilogy(sol.ts[1:], np.maximum(c.max(axis=1)[1:], 1e-17), label="Casimirs")
-        axes[1].set_title("relative invariant error")
-        axes[1].legend()
-        for ax in axes:
-            ax.set_xlabel("t")
-        fig.tight_layout()
-        _atomic_write(args.plot, lambda p: fig.savefig(p, dpi=100, format="png"))
-        print(f"  wrote {args.plot}")
-    return 0
-
-
-def _system_and_method(system_name: str, method_name: str):
-    """The zoo system, the method and the default state, in float64 (x64 on before anything is built)."""
+def _x64() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    if system_name not in _SYSTEMS:
-        raise SystemExit(f"lpjax: unknown system {system_name!r}; choose one of {', '.join(_SYSTEMS)}")
-    make, y0, _ = _SYSTEMS[system_name]
-    system, method = make(), _method(method_name)
+
+
+def _writable_target(path: str, flag: str, suffix: Optional[str] = None) -> None:
+    """Check, before any work, that ``path`` can be written (and has ``suffix``)."""
+    if suffix and not path.lower().endswith(suffix):
+        raise _Failure(f"{flag} {path!r}: expected a {suffix} file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise _Failure(f"{flag} {path!r}: the folder {folder!r} does not exist or is not writable")
+    if os.path.isdir(path) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise _Failure(f"{flag} {path!r}: exists and cannot be overwritten")
+
+
+def _need_matplotlib(who: str) -> None:
     try:
-        method.check_system(system)
-    except (TypeError, ValueError) as e:
-        raise SystemExit(f"lpjax: {e}") from None
-    return system, method, np.asarray(y0)
+        require_matplotlib(who)
+    except ImportError as e:
+        raise _Failure(str(e)) from None
 
 
-def _cmd_ensemble(args: argparse.Namespace) -> int:
-    import lpjax
+def _positive_finite(value: float, flag: str) -> float:
+    if not (np.isfinite(value) and value > 0):
+        raise _Failure(f"{flag} must be finite and > 0, got {value}")
+    return value
 
-    system, method, y0 = _system_and_method(args.system, args.method)
-    if args.n < 1 or args.steps < 1 or not (args.dt > 0 and np.isfinite(args.dt)) or not (args.spread >= 0):
-        raise SystemExit("lpjax: --n and --steps must be >= 1, --dt finite and > 0, --spread >= 0")
-    rng = np.random.default_rng(args.seed)
-    y0s = y0 + args.spread * rng.standard_normal((args.n, y0.size))
-    t = time.perf_counter()
+
+def _parse_y0(text: Optional[str]) -> Optional[list]:
+    if text is None:
+        return None
     try:
-        sol = lpjax.ensemble(system, method, y0s, args.dt, args.steps, save_every=args.save_every or args.steps,
-                             observe=args.observe, out=args.out, resume=args.resume, kernel=args.kernel,
-                             metadata={"seed": args.seed, "spread": args.spread, "system": args.system, "method": args.method})
-    except (FileExistsError, PermissionError, ValueError) as e:
-        raise SystemExit(f"lpjax: {e}") from None
-    wall = time.perf_counter() - t
-    print(f"{args.n} members x {args.steps} steps of {args.system} with {args.method}: {wall:.2f} s "
-          f"({args.n * args.steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
-    print(f"  wrote {args.out}")
+        value = json.loads(text if text.strip().startswith("[") else f"[{text}]")
+    except json.JSONDecodeError:
+        raise _Failure(f"--y0 expects numbers separated by commas (or a JSON list), got {text!r}") from None
+    if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value):
+        raise _Failure(f"--y0 expects finite numbers, got {text!r}")
+    return [float(v) for v in value]
+
+
+# ----------------------------------------------------------------------------- the group
+
+
+class _Group(click.Group):
+    def resolve_command(self, ctx, args):  # a one-line message for an unknown command
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            raise click.UsageError(f"unknown command {args[0]!r}; choose one of {', '.join(self.commands)}") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="show the traceback of an error")
+@click.version_option(package_name="lpjax", prog_name="lpjax")
+@click.pass_context
+def cli(ctx, debug):
+    """Structure-preserving Lie-Poisson integrators."""
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns 0, or raises ``SystemExit`` with one line ``lpjax: ...``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv[:1] or os.environ.get("LPJAX_DEBUG") == "1"
+    try:
+        cli.main(args=argv, prog_name="lpjax", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        if e.exit_code:
+            raise SystemExit(e.exit_code) from None
+    except click.Abort:
+        raise SystemExit("lpjax: aborted") from None
+    except click.ClickException as e:
+        if debug:
+            raise
+        raise SystemExit(f"lpjax: {_one_line(e.format_message())}") from None
+    except (_Failure, ValueError, TypeError, OSError, RuntimeError, ImportError) as e:
+        if debug:
+            raise
+        raise SystemExit(f"lpjax: {_one_line(str(e) or type(e).__name__)}") from None
+    except Exception as e:  # a defect of lpjax itself: still one line, with the way to the traceback
+        if debug:
+            raise
+        raise SystemExit(f"lpjax: internal error {type(e).__name__}: {_one_line(str(e))} (lpjax --debug ... shows "
+                         "the traceback)") from None
     return 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
-    import lpjax
+def _one_line(message: str) -> str:
+    """The first meaningful line (JAX and Equinox errors carry stack notes after it)."""
+    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln.startswith(("Above is the stack", "File ", "---", "equinox.EquinoxRuntimeError: ")):
+            return ln
+    if lines and lines[-1].startswith("equinox.EquinoxRuntimeError: "):
+        return lines[-1].split(": ", 1)[1]
+    return lines[0] if lines else "error"
 
+
+def _complete_system(ctx, param, incomplete):
+    from ._catalog import SYSTEMS
+
+    names = [n for e in SYSTEMS.values() for n in (e.name, *e.aliases)]
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _complete_method(ctx, param, incomplete):
+    from ._catalog import METHODS
+
+    names = [n for e in METHODS.values() for n in (e.name, *e.aliases)]
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _complete_figure(ctx, param, incomplete):
+    from .reproduce import FIGURES
+
+    return [n for n in (*FIGURES, "all") if n.startswith(incomplete)]
+
+
+# ----------------------------------------------------------------------------- list
+
+
+@cli.command("list")
+@click.option("--pairs/--no-pairs", default=True, help="list the methods that run each system (builds every system)")
+def list_cmd(pairs):
+    """List systems (with parameters and aliases), methods and figures."""
+    _x64()
+    from ._catalog import METHODS, SYSTEMS, supported_methods
+
+    click.echo("systems (lpjax run SYSTEM [--param name=value ...]):")
+    for e in SYSTEMS.values():
+        alias = f" (aliases: {', '.join(e.aliases)})" if e.aliases else ""
+        click.echo(f"  {e.name:24s} {e.summary}{alias}")
+        click.echo(f"  {'':24s} parameters: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in e.params.items()))
+        if pairs:
+            click.echo(f"  {'':24s} methods: {', '.join(supported_methods(e.build(e.params)))}")
+    click.echo("methods (--method):")
+    for m in METHODS.values():
+        alias = f" (aliases: {', '.join(m.aliases)})" if m.aliases else ""
+        click.echo(f"  {m.name:24s} {m.summary}{alias}")
+    click.echo(f"  {'gl<2s>':24s} Gauss-Legendre with s stages (gl2, gl4, gl6, gl8, ...)")
+    click.echo("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
+
+
+# ----------------------------------------------------------------------------- run
+
+
+@cli.command("run")
+@click.argument("system", shell_complete=_complete_system)
+@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
+@click.option("--dt", type=float, default=0.05, show_default=True)
+@click.option("--t1", type=float, default=100.0, show_default=True, help="end time (from t = 0)")
+@click.option("--saves", type=int, default=1000, show_default=True, help="about how many states to save")
+@click.option("--y0", help="initial state: numbers separated by commas (default: the system's own)")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
+              help="a system parameter (repeatable); values are JSON: 2.5, [1, 2, 3], true")
+@click.option("--out", help="write ts, ys and metadata to this .npz file")
+@click.option("--plot", help="write a PNG of the state and invariant errors")
+@click.option("--progress/--no-progress", default=None, help=f"a progress bar (default: runs of >= {_PROGRESS_STEPS} steps)")
+def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
+    """Integrate SYSTEM from the zoo and report its invariant errors."""
+    _positive_finite(dt, "--dt")
+    _positive_finite(t1, "--t1")
+    if saves < 1:
+        raise _Failure(f"--saves must be >= 1, got {saves}")
+    n_steps = int(round(t1 / dt))
+    if not 1 <= n_steps <= _MAX_STEPS:
+        raise _Failure(f"--t1/--dt gives {n_steps} steps; it must be between 1 and {_MAX_STEPS}")
+    if out:
+        _writable_target(out, "--out", ".npz")
+    if plot:
+        _writable_target(plot, "--plot", ".png")
+        _need_matplotlib("lpjax run --plot")
+    _x64()
+    from ._catalog import build
+
+    entry, resolved, sys_, meth, state = build(system, method, params, _parse_y0(y0))
+    save_every = max(1, n_steps // saves)
+    n_steps -= n_steps % save_every
+    sol, wall = _run_with_progress(sys_, meth, state, dt, n_steps, save_every,
+                                   n_steps >= _PROGRESS_STEPS if progress is None else progress)
+    from .diagnostics import relative_invariant_error
+
+    e = np.asarray(relative_invariant_error(sys_.energy, sol.ys))
+    c = np.asarray(relative_invariant_error(sys_.casimirs, sol.ys)).reshape(len(sol.ys), -1)
+    click.echo(f"{entry.name} with {method}: {n_steps} steps of {dt} to t = {float(sol.ts[-1]):g} ({wall:.2f} s)")
+    click.echo(f"  result                      {_result_text(sol.result)}")
+    click.echo(f"  max relative energy error   {e.max():.3e}")
+    click.echo(f"  max relative Casimir error  {(c.max() if c.size else 0.0):.3e}")
+    if out:
+        meta = _run_metadata(entry.name, resolved, method, meth, dt, n_steps, save_every, state, sol, wall)
+        _write_npz(out, ts=np.asarray(sol.ts), ys=np.asarray(sol.ys), metadata=np.array(json.dumps(meta)))
+        click.echo(f"  wrote {out}")
+    if plot:
+        _run_plot(entry.name, sol, e, c, plot)
+        click.echo(f"  wrote {plot}")
+    if _result_text(sol.result) != "successful":
+        raise _Failure(f"the run {_result_text(sol.result)}")
+
+
+def _run_with_progress(system, method, y0, dt, n_steps, save_every, progress: bool):
+    """``integrate`` in one call, or in pieces continued from one another (the same states bit
+    for bit) under a tqdm bar."""
+    from ._integrate import integrate
+
+    t = time.perf_counter()
+    if not progress:
+        sol = integrate(system, method, y0, dt, n_steps, save_every=save_every, throw=False)
+        return sol, time.perf_counter() - t
+    import jax.numpy as jnp
+    from tqdm import tqdm
+
+    from ._integrator import RESULTS
+
+    n_save = n_steps // save_every
+    per = max(1, -(-n_save // 20)) * save_every  # about 20 pieces, each a whole number of saves
+    pieces, done, sol = [], 0, y0
+    with tqdm(total=n_steps, unit="step", file=sys.stderr, leave=False) as bar:
+        while done < n_steps:
+            n = min(per, n_steps - done)
+            sol = integrate(system, method, sol, dt, n, save_every=save_every, throw=False)
+            pieces.append(sol)
+            done += n
+            bar.update(n)
+    ys = jnp.concatenate([pieces[0].ys] + [p.ys[1:] for p in pieces[1:]])
+    ts = jnp.concatenate([pieces[0].ts] + [p.ts[1:] for p in pieces[1:]])
+    failed = [p.result for p in pieces if p.result != RESULTS.successful]
+    stats = dict(pieces[-1].stats, num_steps=n_steps)
+    result = failed[0] if failed else pieces[-1].result
+    return type(sol)(ts=ts, ys=ys, result=result, stats=stats, gs=None, state=sol.state), time.perf_counter() - t
+
+
+def _result_text(result) -> str:
+    from ._integrator import RESULTS
+
+    return "successful" if result == RESULTS.successful else f"failed: {RESULTS[result]}"
+
+
+def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, y0, sol, wall) -> dict:
+    import equinox as eqx
+    import jax
+
+    from ._version import __version__
+
+    return {
+        "lpjax_version": __version__, "jax_version": jax.__version__,
+        "system": system, "parameters": params, "method": method_name,
+        "method_repr": eqx.tree_pformat(method, width=10**6),
+        "dt": dt, "t0": 0.0, "n_steps": n_steps, "save_every": save_every, "y0": np.asarray(y0).tolist(),
+        "result": _result_text(sol.result), "stats": {k: float(v) for k, v in sol.stats.items()}, "wall_time_s": wall,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _write_npz(path: str, **arrays) -> None:
+    """Exactly ``path`` (np.savez would append .npz to a file name), fsynced, atomically; no pickle."""
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _atomic_write(path, write)
+
+
+def _run_plot(name: str, sol, e, c, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    axes[0].plot(sol.ts, sol.ys)
+    axes[0].set_title(f"{name}: state")
+    axes[1].semilogy(sol.ts[1:], np.maximum(e[1:], 1e-17), label="energy")
+    if c.size:
+        axes[1].semilogy(sol.ts[1:], np.maximum(c.max(axis=1)[1:], 1e-17), label="Casimirs")
+    axes[1].set_title("relative invariant error")
+    axes[1].legend()
+    for ax in axes:
+        ax.set_xlabel("t")
+    fig.tight_layout()
+    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- ensemble, show
+
+
+@cli.command("ensemble")
+@click.argument("system", shell_complete=_complete_system)
+@click.option("--n", "n_members", type=int, required=True, help="members")
+@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
+@click.option("--dt", type=float, default=0.01, show_default=True)
+@click.option("--steps", type=int, required=True)
+@click.option("--save-every", type=int, default=None, help="steps between saves (default: start and end only)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--spread", type=float, default=0.1, show_default=True,
+              help="standard deviation of the Gaussian spread of the states")
+@click.option("--y0", help="the centre of the spread (default: the system's own state)")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="a system parameter (repeatable)")
+@click.option("--observe", type=click.Choice(["casimirs", "energy", "state"]), default="casimirs", show_default=True)
+@click.option("--out", required=True, help="the zarr store (a directory)")
+@click.option("--resume", is_flag=True, help="finish an interrupted store with the same settings")
+@click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused"]), default="auto", show_default=True,
+              help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
+def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, y0, params, observe, out, resume,
+                 kernel):
+    """Run an ensemble around a state of SYSTEM into a zarr store."""
+    if n_members < 1 or steps < 1:
+        raise _Failure("--n and --steps must be >= 1")
+    _positive_finite(dt, "--dt")
+    if not (np.isfinite(spread) and spread >= 0):
+        raise _Failure(f"--spread must be finite and >= 0, got {spread}")
+    _x64()
+    from ._catalog import build
+    from ._ensemble import ensemble
+
+    entry, resolved, sys_, meth, centre = build(system, method, params, _parse_y0(y0))
+    rng = np.random.default_rng(seed)
+    y0s = centre + spread * rng.standard_normal((n_members, centre.size))
+    t = time.perf_counter()
     try:
-        sol = lpjax.open_ensemble(args.store)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"lpjax: {e}") from None
+        sol = ensemble(sys_, meth, y0s, dt, steps, save_every=save_every or steps, observe=observe, out=out,
+                       resume=resume, kernel=kernel,
+                       metadata={"seed": seed, "spread": spread, "system": entry.name, "parameters": resolved,
+                                 "method": method})
+    except FileExistsError as e:
+        raise _Failure(str(e)) from None
+    wall = time.perf_counter() - t
+    click.echo(f"{n_members} members x {steps} steps of {entry.name} with {method}: {wall:.2f} s "
+               f"({n_members * steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
+    click.echo(f"  wrote {out}")
+
+
+@cli.command("show")
+@click.argument("store")
+@click.option("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")
+def show_cmd(store, plot):
+    """Summarize an ensemble store."""
+    if plot:
+        _writable_target(plot, "--plot", ".png")
+        _need_matplotlib("lpjax show --plot")
+    from ._ensemble import open_ensemble
+
+    sol = open_ensemble(store)
     import zarr
 
-    attrs = dict(zarr.open_group(args.store, mode="r").attrs)
-    print(f"{args.store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']}, "
-          f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
-    print(f"  lpjax {attrs['lpjax']}, created {attrs['created']}, metadata {json.dumps(attrs['metadata'])}")
-    print(f"  method: {attrs['method'].splitlines()[0]}")
-    print(f"  failed members: {sol.failed.size}" + (f" (first: {sol.failed[:10].tolist()})" if sol.failed.size else ""))
+    attrs = dict(zarr.open_group(store, mode="r").attrs)
+    click.echo(f"{store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']}, "
+               f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
+    click.echo(f"  lpjax {attrs['lpjax']}, created {attrs['created']}, metadata {json.dumps(attrs['metadata'])}")
+    click.echo(f"  method: {attrs['method'].splitlines()[0]}")
+    click.echo(f"  failed members: {sol.failed.size}" + (f" (first: {sol.failed[:10].tolist()})" if sol.failed.size else ""))
     errors = {}
     for name in sol.observables:
         first, last = sol.observables[name][:, 0], sol.observables[name][:, -1]
         ok = np.asarray(sol.result[:]) == 0
         err = (np.abs(last - first) / np.maximum(np.abs(first), np.finfo(first.dtype).tiny))[ok]
         errors[name] = err.reshape(err.shape[0], -1).max(axis=1) if err.ndim > 1 else err
-        print(f"  {name}: final mean {np.array2string(sol.mean(name)[-1], precision=6)}, "
-              f"relative change start->end: median {np.median(errors[name]):.3e}, max {errors[name].max():.3e}")
-    if args.plot:
-        _show_plot(sol, errors, args.plot)
-        print(f"  wrote {args.plot}")
-    return 0
+        click.echo(f"  {name}: final mean {np.array2string(sol.mean(name)[-1], precision=6)}, "
+                   f"relative change start->end: median {np.median(errors[name]):.3e}, max {errors[name].max():.3e}")
+    if plot:
+        _show_plot(sol, errors, plot)
+        click.echo(f"  wrote {plot}")
 
 
 def _show_plot(sol, errors: dict, path: str) -> None:
-    require_matplotlib("lpjax show --plot")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -210,9 +417,10 @@ def _show_plot(sol, errors: dict, path: str) -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
+    plt.close(fig)
 
 
-_REPRODUCE_DEFAULT_OUT = "results/<seed>/"
+# ----------------------------------------------------------------------------- reproduce
 
 
 def _figure_names():
@@ -221,74 +429,64 @@ def _figure_names():
     return FIGURES
 
 
-def _cmd_reproduce(args: argparse.Namespace) -> int:
+@cli.command("reproduce")
+@click.argument("figure", shell_complete=_complete_figure)
+@click.option("--out", default=None, help=f"output directory for the PNGs and <seed>.json (default {_REPRODUCE_DEFAULT_OUT})")
+def reproduce_cmd(figure, out):
+    """Reproduce a figure of a seed paper (PNG + JSON): seed001-fig1, seed002-fig1..6 or all."""
     figures = _figure_names()
-    if args.figure == "all":
+    if figure == "all":
         chosen = list(figures)
-    elif args.figure in figures:
-        chosen = [args.figure]
+    elif figure in figures:
+        chosen = [figure]
     else:
-        raise SystemExit(f"lpjax: unknown figure {args.figure!r}; choose one of {', '.join(figures)}, all")
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+        raise _Failure(f"unknown figure {figure!r}; choose one of {', '.join(figures)}, all")
+    _x64()
     from .reproduce import json_name, reproduce
 
     by_seed: dict[str, list[str]] = {}
     for name in chosen:
         by_seed.setdefault(name.split("-")[0], []).append(name)
     for seed, names in by_seed.items():
-        out = args.out or f"results/{seed}"
+        target = out or f"results/{seed}"
         t = time.perf_counter()
-        try:
-            reproduce(names, out, log=print)
-        except ValueError as e:  # e.g. a damaged results JSON
-            raise SystemExit(f"lpjax: {e}") from None
-        print(f"wrote {len(names)} figure(s) and {json_name(names[0])} to {out} in {time.perf_counter() - t:.1f} s")
-    return 0
+        reproduce(names, target, log=click.echo)
+        click.echo(f"wrote {len(names)} figure(s) and {json_name(names[0])} to {target} in {time.perf_counter() - t:.1f} s")
 
 
-def _writable_target(path: str, flag: str) -> None:
-    import os
-
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise SystemExit(f"lpjax: {flag} {path!r}: the folder {folder!r} does not exist or is not writable")
+# ----------------------------------------------------------------------------- tune
 
 
-def _cmd_tune(args: argparse.Namespace) -> int:
-    if args.plot:
-        _writable_target(args.plot, "--plot")
-        try:
-            require_matplotlib("lpjax tune --plot")
-        except ImportError as e:
-            raise SystemExit(f"lpjax: {e}") from None
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+@cli.command("tune")
+@click.argument("problem", type=click.Choice(["movable-top"]))
+@click.option("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object: rho, rho_c, cost, cost_paper, iterations")
+@click.option("--plot", help="write a PNG: J over the stable range, and Gamma_3(t) at rho* and 0.9 rho_c")
+def tune_cmd(problem, rho0, as_json, plot):
+    """Tune a control gain: movable-top (seed 002, sec. 5.3)."""
+    if plot:
+        _writable_target(plot, "--plot", ".png")
+        _need_matplotlib("lpjax tune --plot")
+    _x64()
     from .control import tune_upright_top, upright_top_cost
 
-    try:
-        res = tune_upright_top(args.rho0)
-    except ValueError as e:
-        raise SystemExit(f"lpjax: {e}") from None
+    res = tune_upright_top(rho0)
     paper = 0.9 * res.rho_c
     cost_paper = float(upright_top_cost(paper))
-    if args.json:
-        print(json.dumps({"rho": res.rho, "rho_c": res.rho_c, "cost": res.cost, "cost_paper": cost_paper,
-                          "iterations": res.iterations}))
+    if as_json:
+        click.echo(json.dumps({"rho": res.rho, "rho_c": res.rho_c, "cost": res.cost, "cost_paper": cost_paper,
+                               "iterations": res.iterations}))
     else:
-        print("movable-base top, cost J = mean of int exp(-t/tau)/tau [(1 - Gamma3) + w |u|^2/(mbar g)^2] dt "
-              "(tau = 2 s, T = 20 s, w = 0.05, 4 initial states)")
-        print(f"  rho*          {res.rho:.8g}  (rho*/rho_c = {res.rho / res.rho_c:.6f}, rho_c = {res.rho_c:.8g})")
-        print(f"  J(rho*)       {res.cost:.8g}   dJ/drho = {res.gradient:.2e}")
-        print(f"  J(0.9 rho_c)  {cost_paper:.8g}  (the paper's gain)")
-        print(f"  iterations    {res.iterations} (optax L-BFGS)")
-    if args.plot:
-        _tune_plot(res, paper, args.plot)
-        if not args.json:
-            print(f"  wrote {args.plot}")
-    return 0
+        click.echo("movable-base top, cost J = mean of int exp(-t/tau)/tau [(1 - Gamma3) + w |u|^2/(mbar g)^2] dt "
+                   "(tau = 2 s, T = 20 s, w = 0.05, 4 initial states)")
+        click.echo(f"  rho*          {res.rho:.8g}  (rho*/rho_c = {res.rho / res.rho_c:.6f}, rho_c = {res.rho_c:.8g})")
+        click.echo(f"  J(rho*)       {res.cost:.8g}   dJ/drho = {res.gradient:.2e}")
+        click.echo(f"  J(0.9 rho_c)  {cost_paper:.8g}  (the paper's gain)")
+        click.echo(f"  iterations    {res.iterations} (optax L-BFGS)")
+    if plot:
+        _tune_plot(res, paper, plot)
+        if not as_json:
+            click.echo(f"  wrote {plot}")
 
 
 def _tune_plot(res, paper: float, path: str) -> None:
@@ -297,9 +495,10 @@ def _tune_plot(res, paper: float, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import lpjax
-    from lpjax.control import upright_top_cost, upright_top_initial_states
-    from lpjax.systems import movable_base_top
+    from ._integrate import integrate
+    from ._integrator import GaussLegendre
+    from .control import upright_top_cost, upright_top_initial_states
+    from .systems import movable_base_top
 
     fracs = np.linspace(0.04, 0.98, 48)
     J = [float(upright_top_cost(f * res.rho_c)) for f in fracs]
@@ -310,7 +509,7 @@ def _tune_plot(res, paper: float, path: str) -> None:
     axes[0].set(xlabel="rho / rho_c", ylabel="J", title="cost over the stable range 0 < rho < rho_c")
     for rho, label in ((res.rho, "rho*"), (paper, "0.9 rho_c")):
         system = movable_base_top(rho=rho)
-        sol = lpjax.integrate(system, lpjax.GaussLegendre(2), upright_top_initial_states(system)[0], 0.01, 2000)
+        sol = integrate(system, GaussLegendre(2), upright_top_initial_states(system)[0], 0.01, 2000)
         axes[1].plot(np.asarray(sol.ts), np.asarray(sol.ys[:, 8]), label=label)
     axes[1].set(xlabel="t [s]", ylabel="Gamma_3", title="initial state 0 (seed 002, sec. 5.3)")
     for ax in axes:
@@ -320,57 +519,17 @@ def _tune_plot(res, paper: float, path: str) -> None:
     plt.close(fig)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="lpjax", description="Structure-preserving Lie-Poisson integrators")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list systems and methods")
-    run = sub.add_parser("run", help="integrate a system from the zoo")
-    run.add_argument("system")
-    run.add_argument("--method", default="gl4")
-    run.add_argument("--dt", type=float, default=0.05)
-    run.add_argument("--t1", type=float, default=100.0)
-    run.add_argument("--saves", type=int, default=1000, help="about how many states to save")
-    run.add_argument("--out", help="write ts, ys and metadata to this .npz file")
-    run.add_argument("--plot", help="write a PNG of the state and invariant errors")
-    ens = sub.add_parser("ensemble", help="run an ensemble around a system's default state into a zarr store")
-    ens.add_argument("system")
-    ens.add_argument("--n", type=int, required=True, help="members")
-    ens.add_argument("--method", default="gl4")
-    ens.add_argument("--dt", type=float, default=0.01)
-    ens.add_argument("--steps", type=int, required=True)
-    ens.add_argument("--save-every", type=int, default=None, help="steps between saves (default: start and end only)")
-    ens.add_argument("--seed", type=int, default=0)
-    ens.add_argument("--spread", type=float, default=0.1, help="standard deviation of the Gaussian spread of the states")
-    ens.add_argument("--observe", choices=["casimirs", "energy", "state"], default="casimirs")
-    ens.add_argument("--out", required=True, help="the zarr store (a directory)")
-    ens.add_argument("--resume", action="store_true", help="finish an interrupted store with the same settings")
-    ens.add_argument("--kernel", choices=["auto", "scan", "entries", "fused"], default="auto",
-                     help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
-    show = sub.add_parser("show", help="summarize an ensemble store")
-    show.add_argument("store")
-    show.add_argument("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")
-    rep = sub.add_parser("reproduce", help="reproduce a figure of a seed paper (PNG + JSON)")
-    rep.add_argument("figure", help="seed001-fig1, seed002-fig1, seed002-fig2, seed002-fig3, seed002-fig5, "
-                                    "seed002-fig6 or all")
-    rep.add_argument("--out", default=None,
-                     help=f"output directory for the PNGs and <seed>.json (default {_REPRODUCE_DEFAULT_OUT})")
-    tune = sub.add_parser("tune", help="tune a control gain: movable-top (seed 002, sec. 5.3)")
-    tune.add_argument("problem", choices=["movable-top"])
-    tune.add_argument("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")
-    tune.add_argument("--json", action="store_true", help="print one JSON object: rho, rho_c, cost, cost_paper, iterations")
-    tune.add_argument("--plot", help="write a PNG: J over the stable range, and Gamma_3(t) at rho* and 0.9 rho_c")
-    args = ap.parse_args(argv)
-    if args.cmd == "list":
-        return _cmd_list()
-    if args.cmd == "reproduce":
-        return _cmd_reproduce(args)
-    if args.cmd == "tune":
-        return _cmd_tune(args)
-    if args.cmd == "ensemble":
-        return _cmd_ensemble(args)
-    if args.cmd == "show":
-        return _cmd_show(args)
-    return _cmd_run(args)
+# ----------------------------------------------------------------------------- completion
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the shell completion script: eval "$(lpjax completion bash)"."""
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "lpjax", "_LPJAX_COMPLETE")
+    click.echo(comp.source())
 
 
 if __name__ == "__main__":

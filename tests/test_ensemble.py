@@ -296,7 +296,7 @@ def test_bad_inputs():
         lpjax.ensemble(RB, lpjax.RK4(), M0[None], 0.01, 10)
     with pytest.raises(ValueError, match="observe must be"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, observe="angular momentum")
-    with pytest.raises(ValueError, match="floating dtype"):
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, dtype=np.int32)
     code = "import lpjax, numpy as np; from lpjax.systems import rigid_body; lpjax.ensemble(rigid_body((1.0, 2.0, 3.0)), " \
            "lpjax.RK4(), np.ones((4, 3)), 0.01, 10, dtype=np.float64)"

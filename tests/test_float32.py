@@ -71,6 +71,10 @@ _X64_OFF = textwrap.dedent("""
         lpjax.integrate(RB, lpjax.RK4(), np.ones(3), 0.01, 2, dtype=np.float64)
     except ValueError as e:
         out["float64"] = str(e)
+    try:  # 32-bit counters: refused before any work
+        lpjax.integrate(RB, lpjax.RK4(), np.ones(3), 0.01, 2**31, save_every=2**31)
+    except ValueError as e:
+        out["steps"] = str(e)
     print(json.dumps(out))
 """)
 
@@ -82,6 +86,7 @@ def test_float32_with_x64_off():
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert "dtype float64 needs x64" in out.pop("float64")
+    assert "n_steps = 2147483648 exceeds 2**31 - 1" in out.pop("steps")
     assert len(out) == 7
     for name, (dtype, finite, ens_dtype, diff) in out.items():
         assert (dtype, finite, ens_dtype) == ("float32", True, "float32"), name

@@ -176,3 +176,15 @@ def _check_orthogonal(R: Array, what: str, atol: Optional[float]) -> Array:
     R = eqx.error_if(R, bad, f"{what}: matrix is not orthogonal")
     neg = jnp.any(jnp.linalg.det(R) <= 0) if R.size else jnp.array(False)
     return eqx.error_if(R, neg, f"{what}: matrix has det <= 0 (not a rotation)")
+
+
+_CAYLEY_PI_TOL = 1e-8  # 1 + tr R = 4 cos²(θ/2): within about 1e-4 rad of a rotation by π
+
+
+def cayley_domain_error(x: Array, gap: Array) -> Array:
+    """``x``, raising (eagerly, or at run time under ``jit``) when ``gap = det(R + I)/2``, which is
+    ``1 + tr R = 4 cos²(θ/2)`` in 3D, shows a rotation within about 1e-4 rad of one by π: there
+    the Cayley coordinates |x| = tan(θ/2) are undefined, and rounding makes them garbage."""
+    return eqx.error_if(x, jnp.any(~(gap > _CAYLEY_PI_TOL)),
+                        "inverse_cayley: the rotation is within about 1e-4 rad of a rotation by π (an eigenvalue "
+                        "-1), where Cayley coordinates are undefined; use log() for such rotations")

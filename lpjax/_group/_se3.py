@@ -179,7 +179,8 @@ class SE3(AbstractMatrixLieGroup):
         return jnp.concatenate([w, _matvec(Vinv, self.t)], axis=-1)
 
     def inverse_cayley(self) -> Float[Array, "... 6"]:
-        """``ω = vee(R - Rᵀ)/(1 + tr R)``, ``v = (I - ω̂) t / 2``; undefined if ``R`` turns by π."""
+        """``ω = vee(R - Rᵀ)/(1 + tr R)``, ``v = (I - ω̂) t / 2``; raises within about 1e-4 rad of a
+        rotation by π."""
         w = _so3_inverse_cayley(self.R)
         v = 0.5 * (self.t - jnp.cross(w, self.t))
         return jnp.concatenate([w, v], axis=-1)

@@ -16,6 +16,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .. import _small as sm
 from .._algebra import LieAlgebra, so3
 from ._base import (
+    cayley_domain_error,
     AbstractMatrixLieGroup,
     _broadcast_batch,
     _check_orthogonal,
@@ -127,9 +128,10 @@ def _so3_log(R: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
 
 
 def _so3_inverse_cayley(W: Float[Array, "... 3 3"]) -> Float[Array, "... 3"]:
-    """``x = vee(W - Wᵀ)/(1 + tr W)``; singular for rotations by π (``tr W = -1``)."""
+    """``x = vee(W - Wᵀ)/(1 + tr W)``; raises for rotations by π (``tr W = -1``) and near them."""
     num = _vee3(W - jnp.swapaxes(W, -1, -2))
-    return num / (1.0 + jnp.trace(W, axis1=-2, axis2=-1))[..., None]
+    den = 1.0 + jnp.trace(W, axis1=-2, axis2=-1)
+    return cayley_domain_error(num / den[..., None], den)
 
 
 @final
@@ -204,7 +206,7 @@ class SO3(AbstractMatrixLieGroup):
         return _so3_log(self.R)
 
     def inverse_cayley(self) -> Float[Array, "... 3"]:
-        """``x = vee(R - Rᵀ)/(1 + tr R)``; undefined for rotations by π."""
+        """``x = vee(R - Rᵀ)/(1 + tr R)``; raises within about 1e-4 rad of a rotation by π."""
         return _so3_inverse_cayley(self.R)
 
     def Ad(self) -> Float[Array, "... 3 3"]:

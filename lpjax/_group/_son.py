@@ -20,6 +20,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .. import _small as sm
 from .._algebra import LieAlgebra, so
 from ._base import (
+    cayley_domain_error,
     AbstractMatrixLieGroup,
     _as_float,
     _broadcast_batch,
@@ -296,9 +297,11 @@ class SOn(AbstractMatrixLieGroup):
         return _son_log(self.R)
 
     def inverse_cayley(self) -> Float[Array, "... d"]:
-        """``x = vee((R + I)^{-1}(R - I))``; undefined if ``R`` has eigenvalue -1."""
+        """``x = vee((R + I)^{-1}(R - I))``; raises when ``R`` has an eigenvalue -1 or is within
+        about 1e-4 rad of one (``det(R + I) = Π 4cos²(θ_k/2)`` over the rotation planes)."""
         eye = _eye(self.n, self.R)
-        return _vee(jnp.linalg.solve(self.R + eye, self.R - eye))
+        x = _vee(jnp.linalg.solve(self.R + eye, self.R - eye))
+        return cayley_domain_error(x, 0.5 * jnp.linalg.det(self.R + eye) / 2.0 ** (self.n - 3))
 
     def Ad(self) -> Float[Array, "... d d"]:
         """``Ad[(ij),(kl)] = R_ik R_jl - R_il R_jk`` (coordinates of ``R E_(kl) Rᵀ``)."""

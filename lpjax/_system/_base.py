@@ -13,7 +13,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
 from .._algebra import LieAlgebra
-from .._checks import bracket_sign, float_vector
+from .._checks import bracket_sign, float_vector, is_traced
 
 __all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem"]
 
@@ -97,6 +97,10 @@ class LiePoissonSystem(AbstractLiePoissonSystem):
         casimirs: optional ``mu -> array`` of Casimir functions. By default the quadratic
             Casimirs of ``algebra`` (:meth:`LieAlgebra.quadratic_casimirs`) are used.
         name: label used in messages and plots.
+
+    A Hamiltonian defined on part of 𝔤* only may have a ``check_state(mu)`` method that raises
+    ``ValueError`` outside its domain (:func:`lpjax.systems.kida_vortex`): :meth:`check_state`
+    calls it on concrete states.
     """
 
     algebra: LieAlgebra
@@ -118,6 +122,9 @@ class LiePoissonSystem(AbstractLiePoissonSystem):
 
     def check_state(self, y: Array) -> None:
         self.check_shape(y)
+        domain = getattr(self.hamiltonian, "check_state", None)
+        if callable(domain) and not is_traced(y):
+            domain(np.asarray(y))
 
 
 @final

@@ -17,13 +17,22 @@ _C = np.pi / 16
 
 
 class KidaHamiltonian(eqx.Module):
-    """Excess energy ``h(mu) = ε mu_2 + ω mu_3 − (π/8) ln(π/8 − mu_3)`` (seed 002, eq. (22))."""
+    """Excess energy ``h(mu) = ε mu_2 + ω mu_3 − (π/8) ln(π/8 − mu_3)`` (seed 002, eq. (22)),
+    defined for ``mu_3 < π/8``. Beyond, its value and its gradient are NaN (not the finite
+    gradient of a complex logarithm), so a run that leaves the domain fails with a result code."""
 
     eps: Scalar
     omega: Scalar
 
     def __call__(self, mu: Float[Array, " 3"]) -> Scalar:
-        return self.eps * mu[1] + self.omega * mu[2] - (np.pi / 8) * jnp.log(np.pi / 8 - mu[2])
+        gap = np.pi / 8 - mu[2]
+        h = self.eps * mu[1] + self.omega * mu[2] - (np.pi / 8) * jnp.log(gap)
+        return h * jnp.where(gap > 0, 1.0, jnp.nan)  # outside the domain: NaN value, and NaN gradient
+
+    def check_state(self, mu) -> None:
+        if not float(mu[2]) < np.pi / 8:
+            raise ValueError(f"kida_vortex: the Hamiltonian (22) needs mu_3 < π/8 = {np.pi / 8:.6f}, got mu_3 = "
+                             f"{float(mu[2])!r}")
 
 
 def _f1(mu: Float[Array, " 3"]) -> Float[Array, " 1"]:
