@@ -1,22 +1,27 @@
-# Two entry points for a fresh machine with only python3 and make:
-#   make test   create .venv, install pinned versions, run the whole suite (2 workers)
-#   make demo   create .venv, install pinned versions, reproduce seed 002's figures
+# Entry points for a fresh machine with only python3 and make:
+#   make test   create .venv, install pinned versions, run the whole suite (2 workers), build the docs
+#   make demo   create .venv, install pinned versions, reproduce the seeds' figures
+#   make docs   build the documentation site into site/ (mkdocs --strict)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install clean
+.PHONY: test docs demo bench install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,plot]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,plot,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(MAKE) --no-print-directory docs
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 demo: $(STAMP)
 	MPLBACKEND=Agg $(VENV)/bin/lpjax reproduce all
@@ -30,4 +35,4 @@ bench: $(STAMP)
 	MPLBACKEND=Agg $(PY) benchmarks/work_precision.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site

@@ -147,7 +147,6 @@ def _methods() -> dict[str, MethodEntry]:
                     lambda s: lpjax.GaussLegendre(1), ("midpoint",)),
         MethodEntry("gl4", "Gauss-Legendre, 2 stages (any system); gl<2s> for s stages",
                     lambda s: lpjax.GaussLegendre(2), ("gauss-legendre",)),
-        MethodEntry("gl6", "Gauss-Legendre, 3 stages (any system)", lambda s: lpjax.GaussLegendre(3)),
         MethodEntry("mv", "Moser-Veselov (free rigid bodies)", lambda s: lpjax.MoserVeselov(), ("moser-veselov",)),
         MethodEntry("suris", "Suris' map (6.5), (6.19)-(6.20) (Lagrange tops)", lambda s: lpjax.SurisLagrangeTop(),
                     ("suris-lagrange-top",)),

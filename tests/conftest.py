@@ -8,3 +8,16 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+# hypothesis profiles (tests/test_fuzz.py): "ci", the default, fixed seed; "long" for a deeper search
+try:
+    from hypothesis import settings as _hyp_settings
+
+    _hyp_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+    _hyp_settings.register_profile("long", deadline=None, print_blob=True)  # test_fuzz.py: 10x the examples
+    import os as _os
+
+    _hyp_settings.load_profile(_os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass

@@ -5,14 +5,87 @@ import json
 import numpy as np
 import pytest
 
-from lpjax.cli import main
+import jax
+import jax.numpy as jnp
+
+import lpjax
+from lpjax._catalog import METHODS, SYSTEMS, supported_methods
+from lpjax.cli import _x64, main
 
 
 def test_list(capsys):
-    assert main(["list"]) == 0
+    assert main(["list", "--no-pairs"]) == 0
     out = capsys.readouterr().out
     for name in ("rigid_body", "heavy_top", "rigid_body_4d", "heavy_top_4d", "gl<2s>"):
         assert name in out
+    for entry in SYSTEMS.values():
+        assert entry.name in out and all(a in out for a in entry.aliases)
+    for entry in METHODS.values():
+        assert entry.name in out and all(a in out for a in entry.aliases)
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_every_supported_pair_runs(name, capsys):
+    """``lpjax run SYSTEM --method M`` for every method that accepts the system (by the
+    method's own check), two steps each; the unsupported ones are refused with the list."""
+    _x64()
+    entry = SYSTEMS[name]
+    supported = supported_methods(entry.build(entry.params))
+    assert "rk4" in supported and "gl4" in supported
+    for method in supported:
+        assert main(["run", name, "--method", method, "--dt", "0.01", "--t1", "0.02", "--saves", "1"]) == 0, method
+        assert "result                      successful" in capsys.readouterr().out, method
+    for method in sorted(set(METHODS) - set(supported)):
+        with pytest.raises(SystemExit, match=f"{method} does not run {name}.*methods for {name}: "
+                                             f"{', '.join(supported)}"):
+            main(["run", name, "--method", method])
+
+
+def test_out_is_exactly_the_npz_asked_for_with_metadata(tmp_path, capsys):
+    """--out run.txt used to write an empty run.txt and the data to a stray .tmp-*.npz: now a
+    non-.npz name is refused before any work, and run.npz holds the data and the metadata."""
+    with pytest.raises(SystemExit, match="expected a .npz file name"):
+        main(["run", "rigid_body", "--out", str(tmp_path / "run.txt")])
+    with pytest.raises(SystemExit, match="does not exist or is not writable"):
+        main(["run", "rigid_body", "--out", str(tmp_path / "missing" / "run.npz")])
+    assert not list(tmp_path.iterdir())
+    out = tmp_path / "run.npz"
+    assert main(["run", "rb", "-m", "mv", "--dt", "0.1", "--t1", "1", "--saves", "5", "-p", "inertia=[2, 3, 4]",
+                 "--y0", "1, 0.5, 0.25", "--out", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]
+    data = np.load(out, allow_pickle=False)
+    meta = json.loads(str(data["metadata"]))
+    assert data["ys"].shape == (6, 3) and data["ys"][0].tolist() == [1.0, 0.5, 0.25]
+    assert meta["system"] == "rigid_body" and meta["parameters"] == {"inertia": [2.0, 3.0, 4.0]}
+    assert meta["method"] == "mv" and meta["method_repr"].startswith("MoserVeselov(")
+    assert meta["dt"] == 0.1 and meta["n_steps"] == 10 and meta["save_every"] == 2 and meta["result"] == "successful"
+    assert meta["lpjax_version"] == lpjax.__version__ and meta["jax_version"] == jax.__version__
+    assert meta["created_utc"].endswith("+00:00")
+
+
+def test_a_failed_run_exits_nonzero(capsys):
+    """Kida's vortex started below the pole μ₃ = π/8 and moving up: the run fails (a result code),
+    and the command says so with a non-zero exit instead of printing NaN errors as a success."""
+    with pytest.raises(SystemExit, match="the run failed: The state became non-finite"):
+        main(["run", "kida", "-m", "rk4", "--y0", "2,0,0.38", "--dt", "0.05", "--t1", "2"])
+
+
+def test_progress_pieces_are_the_single_run():
+    """The progress bar runs integrate in pieces continued from one another: bit for bit the
+    single run's states."""
+    from lpjax.cli import _run_with_progress
+
+    _x64()
+    system = SYSTEMS["heavy_top"].build(SYSTEMS["heavy_top"].params)
+    y0 = SYSTEMS["heavy_top"].state(system, {})
+    one, _ = _run_with_progress(system, lpjax.GaussLegendre(2), y0, 0.05, 400, 8, False)
+    bar, _ = _run_with_progress(system, lpjax.GaussLegendre(2), y0, 0.05, 400, 8, True)
+    assert bool(jnp.all(one.ys == bar.ys)) and one.ys.shape == (51, 6)
+
+
+def test_completion_script(capsys):
+    assert main(["completion", "bash"]) == 0
+    assert "_LPJAX_COMPLETE" in capsys.readouterr().out
 
 
 def test_run_writes_npz_and_plot(tmp_path, capsys):
