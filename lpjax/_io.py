@@ -13,9 +13,9 @@ __all__ = ["atomic_write", "atomic_write_json", "require_matplotlib"]
 def atomic_write(path: str, write: Callable[[str], None]) -> None:
     """Call ``write(tmp)`` on a temporary file next to ``path``, then ``os.replace`` it onto ``path``.
 
-    Readers see either the old file or the complete new one, never a partial write. The
-    temporary file keeps ``path``'s extension (``np.savez`` and ``savefig`` look at it) and is
-    removed if ``write`` raises.
+    Readers see either the old file or the complete new one, never a partial write: the
+    temporary file is fsynced before the rename, and the folder after it. The temporary file
+    keeps ``path``'s extension (``savefig`` looks at it) and is removed if ``write`` raises.
     """
     d = os.path.dirname(os.path.abspath(path)) or "."
     os.makedirs(d, exist_ok=True)
@@ -26,11 +26,21 @@ def atomic_write(path: str, write: Callable[[str], None]) -> None:
         # mkstemp makes 0600 files; keep the old file's mode, or use rw-r--r-- for a new one
         mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
         os.chmod(tmp, mode)
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(d)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write_json(path: str, obj: Any) -> None:

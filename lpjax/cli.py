@@ -9,7 +9,6 @@ work and written atomically.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -19,7 +18,9 @@ from typing import Optional, Sequence
 import click
 import numpy as np
 
-from ._io import atomic_write as _atomic_write, require_matplotlib
+from ._cli_plots import _run_plot, _show_plot, _tune_plot
+from ._cli_run import _result_text, _run_metadata, _run_with_progress, _write_npz
+from ._io import require_matplotlib
 
 _MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
@@ -231,92 +232,6 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
         raise _Failure(f"the run {_result_text(sol.result)}")
 
 
-def _run_with_progress(system, method, y0, dt, n_steps, save_every, progress: bool):
-    """``integrate`` in one call, or in pieces continued from one another (the same states bit
-    for bit) under a tqdm bar."""
-    from ._integrate import integrate
-
-    t = time.perf_counter()
-    if not progress:
-        sol = integrate(system, method, y0, dt, n_steps, save_every=save_every, throw=False)
-        return sol, time.perf_counter() - t
-    import jax.numpy as jnp
-    from tqdm import tqdm
-
-    from ._integrator import RESULTS
-
-    n_save = n_steps // save_every
-    per = max(1, -(-n_save // 20)) * save_every  # about 20 pieces, each a whole number of saves
-    pieces, done, sol = [], 0, y0
-    with tqdm(total=n_steps, unit="step", file=sys.stderr, leave=False) as bar:
-        while done < n_steps:
-            n = min(per, n_steps - done)
-            sol = integrate(system, method, sol, dt, n, save_every=save_every, throw=False)
-            pieces.append(sol)
-            done += n
-            bar.update(n)
-    ys = jnp.concatenate([pieces[0].ys] + [p.ys[1:] for p in pieces[1:]])
-    ts = jnp.concatenate([pieces[0].ts] + [p.ts[1:] for p in pieces[1:]])
-    failed = [p.result for p in pieces if p.result != RESULTS.successful]
-    stats = dict(pieces[-1].stats, num_steps=n_steps)
-    result = failed[0] if failed else pieces[-1].result
-    return type(sol)(ts=ts, ys=ys, result=result, stats=stats, gs=None, state=sol.state), time.perf_counter() - t
-
-
-def _result_text(result) -> str:
-    from ._integrator import RESULTS
-
-    return "successful" if result == RESULTS.successful else f"failed: {RESULTS[result]}"
-
-
-def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, y0, sol, wall) -> dict:
-    import equinox as eqx
-    import jax
-
-    from ._version import __version__
-
-    return {
-        "lpjax_version": __version__, "jax_version": jax.__version__,
-        "system": system, "parameters": params, "method": method_name,
-        "method_repr": eqx.tree_pformat(method, width=10**6),
-        "dt": dt, "t0": 0.0, "n_steps": n_steps, "save_every": save_every, "y0": np.asarray(y0).tolist(),
-        "result": _result_text(sol.result), "stats": {k: float(v) for k, v in sol.stats.items()}, "wall_time_s": wall,
-        "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _write_npz(path: str, **arrays) -> None:
-    """Exactly ``path`` (np.savez would append .npz to a file name), fsynced, atomically; no pickle."""
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-
-    _atomic_write(path, write)
-
-
-def _run_plot(name: str, sol, e, c, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    axes[0].plot(sol.ts, sol.ys)
-    axes[0].set_title(f"{name}: state")
-    axes[1].semilogy(sol.ts[1:], np.maximum(e[1:], 1e-17), label="energy")
-    if c.size:
-        axes[1].semilogy(sol.ts[1:], np.maximum(c.max(axis=1)[1:], 1e-17), label="Casimirs")
-    axes[1].set_title("relative invariant error")
-    axes[1].legend()
-    for ax in axes:
-        ax.set_xlabel("t")
-    fig.tight_layout()
-    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
-    plt.close(fig)
-
-
 # ----------------------------------------------------------------------------- ensemble, show
 
 
@@ -398,28 +313,6 @@ def show_cmd(store, plot):
         click.echo(f"  wrote {plot}")
 
 
-def _show_plot(sol, errors: dict, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for name, err in errors.items():
-        axes[0].hist(np.log10(np.maximum(err, 1e-18)), bins=50, alpha=0.6, label=name)
-        q = sol.quantile([0.05, 0.5, 0.95], name)
-        q = q.reshape(3, q.shape[1], -1)[..., 0]
-        axes[1].plot(sol.ts, q[1], label=f"{name} (first component): median")
-        axes[1].fill_between(sol.ts, q[0], q[2], alpha=0.3, label=f"{name}: 5-95%")
-    axes[0].set(xlabel="log10 relative change, start to end", ylabel="members", title="final invariant errors")
-    axes[1].set(xlabel="t", title="observable quantiles over the members")
-    for ax in axes:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
-    plt.close(fig)
-
-
 # ----------------------------------------------------------------------------- reproduce
 
 
@@ -487,36 +380,6 @@ def tune_cmd(problem, rho0, as_json, plot):
         _tune_plot(res, paper, plot)
         if not as_json:
             click.echo(f"  wrote {plot}")
-
-
-def _tune_plot(res, paper: float, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ._integrate import integrate
-    from ._integrator import GaussLegendre
-    from .control import upright_top_cost, upright_top_initial_states
-    from .systems import movable_base_top
-
-    fracs = np.linspace(0.04, 0.98, 48)
-    J = [float(upright_top_cost(f * res.rho_c)) for f in fracs]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    axes[0].semilogy(fracs, J, "-", label="J(rho)")
-    axes[0].plot([res.rho / res.rho_c], [res.cost], "o", label=f"optimum rho* = {res.rho / res.rho_c:.3f} rho_c")
-    axes[0].plot([paper / res.rho_c], [float(upright_top_cost(paper))], "s", label="paper: 0.9 rho_c")
-    axes[0].set(xlabel="rho / rho_c", ylabel="J", title="cost over the stable range 0 < rho < rho_c")
-    for rho, label in ((res.rho, "rho*"), (paper, "0.9 rho_c")):
-        system = movable_base_top(rho=rho)
-        sol = integrate(system, GaussLegendre(2), upright_top_initial_states(system)[0], 0.01, 2000)
-        axes[1].plot(np.asarray(sol.ts), np.asarray(sol.ys[:, 8]), label=label)
-    axes[1].set(xlabel="t [s]", ylabel="Gamma_3", title="initial state 0 (seed 002, sec. 5.3)")
-    for ax in axes:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    _atomic_write(path, lambda p: fig.savefig(p, dpi=100, format="png"))
-    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- completion

@@ -108,6 +108,7 @@ def test_run_writes_npz_and_plot(tmp_path, capsys):
         (["run", "pendulum"], "unknown system 'pendulum'"),
         (["run", "rigid_body", "--method", "gl3"], "unknown method 'gl3'"),
         (["run", "rigid_body", "--dt", "-1"], "must be finite and > 0"),
+        (["run", "rigid_body", "--t1", "1e12", "--dt", "1e-3"], "must be between 1 and 2147483647"),
     ],
 )
 def test_bad_arguments_exit_with_message(argv, match):

@@ -35,11 +35,14 @@ def test_gradient_wrt_inertia_matches_central_differences():
 
 
 def test_implicit_gradient_equals_unrolled_gradient():
+    """The implicit-function gradient (fixed point, the default) equals the gradient through
+    16 unrolled fixed-point updates (contraction ~0.1 per update at dt = 0.1: converged) and
+    the implicit gradient of the Newton solve."""
     g_ift = jax.grad(_loss)(INERTIA, lpjax.GaussLegendre(2))
-    g_unr = jax.grad(_loss)(INERTIA, lpjax.GaussLegendre(2, implicit_diff=False))
+    g_unr = jax.grad(_loss)(INERTIA, lpjax.GaussLegendre(2, implicit_diff=False, max_iters=16))
     np.testing.assert_allclose(g_ift, g_unr, rtol=1e-10)
-    g_fp = jax.grad(_loss)(INERTIA, lpjax.GaussLegendre(2, solver="fixed_point"))
-    np.testing.assert_allclose(g_ift, g_fp, rtol=1e-10)
+    g_newton = jax.grad(_loss)(INERTIA, lpjax.GaussLegendre(2, solver="newton"))
+    np.testing.assert_allclose(g_ift, g_newton, rtol=1e-10)
 
 
 def test_gradient_wrt_initial_state_and_dt():
