@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis): random Lie algebras, states and step sizes; bad inputs to
 integrate and to the command line. Profiles (tests/conftest.py): ``ci`` (the default: fixed
-seed, the example counts below, 1100 in all) and ``long`` (``HYPOTHESIS_PROFILE=long``: ten
+seed, the example counts below, 1200 in all) and ``long`` (``HYPOTHESIS_PROFILE=long``: ten
 times as many, random seeds)."""
 
 import os
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import lpjax
 from lpjax.algebras import LieAlgebra, se3, semidirect, so, so3, so21
 from lpjax.cli import main
-from lpjax.systems import rigid_body
+from lpjax.systems import clebsch_case, kida_vortex, lagrange_top, rigid_body
 
 SCALE = 10 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 1
 
@@ -91,20 +91,61 @@ def test_poisson_methods_keep_the_casimirs(alg, meth, sign, A, mu, dt):
     assert float(jnp.max(jnp.abs(c1 - c0))) <= 1e-11 * (1.0 + float(jnp.max(jnp.abs(y0))) ** 2)
 
 
+def _family_case(kind: str, params, state):
+    """A system of a structural family with random parameters, and a state for it."""
+    p = 0.5 + jnp.abs(jnp.asarray(params[:3]))
+    y = jnp.asarray(state)
+    if kind == "rigid body":
+        return rigid_body(p), y[:3]
+    if kind == "lagrange top":
+        return lagrange_top(3, alpha=float(0.2 + 0.6 * abs(params[3]) % 0.6), frame="rest"), y
+    return clebsch_case(p), y
+
+
+FAMILY_METHODS = {
+    "MV": ("rigid body", lpjax.MoserVeselov()),
+    "DEP": ("rigid body", None),
+    "Collective": ("rigid body", lpjax.Collective(lpjax.GaussLegendre(2))),
+    "Suris": ("lagrange top", lpjax.SurisLagrangeTop()),
+    "SurisClebsch": ("clebsch case", lpjax.SurisClebsch()),
+}
+
+
+@examples(100)
+@given(meth=st.sampled_from(sorted(FAMILY_METHODS)), params=st.lists(st.floats(-2, 2), min_size=4, max_size=4),
+       state=st.lists(st.floats(-2, 2), min_size=6, max_size=6), dt=st.floats(1e-3, 0.1))
+def test_the_structured_poisson_maps_keep_their_casimirs(meth, params, state, dt):
+    """Moser–Veselov, DEP, Collective, Suris and Suris–Clebsch with random parameters, states and
+    steps keep the Casimirs of their systems to 1e-10 over 20 steps, or report a failure."""
+    kind, method = FAMILY_METHODS[meth]
+    system, y0 = _family_case(kind, params, state)
+    assume(float(jnp.max(jnp.abs(y0))) > 1e-2)
+    if method is None:
+        method = lpjax.DiscreteEulerPoincare(lpjax.lagrangians.moser_veselov(system))
+    sol = lpjax.integrate(system, method, y0, dt, 20, save_every=20, throw=False)
+    if sol.result != lpjax.RESULTS.successful:
+        return
+    c0, c1 = system.casimirs(sol.ys[0]), system.casimirs(sol.ys[-1])
+    assert float(jnp.max(jnp.abs(c1 - c0))) <= 1e-10 * (1.0 + float(jnp.max(jnp.abs(y0)))) ** 2, meth
+
+
 RB = rigid_body(jnp.array([1.0, 2.0, 3.0]))
+KIDA = kida_vortex(0.5, -1.0)
 _special = st.sampled_from([np.nan, np.inf, -np.inf, 1e300, -1e300, 0.0])
 _entry = st.one_of(st.floats(-5, 5), _special)
 
 
 @examples(300)
 @given(y0=st.lists(_entry, min_size=3, max_size=3), dt=st.one_of(st.floats(-1, 1), _special),
-       meth=st.sampled_from(["RK4", "GL4", "MV"]))
+       meth=st.sampled_from(["RK4", "GL4", "MV", "Kida RK4", "Kida GL4"]))
 def test_no_nan_escapes_with_a_successful_result(y0, dt, meth):
-    """Any y0 (NaN, inf, 1e300 entries) and dt (negative, zero, non-finite): integrate raises,
-    or reports a failure, or every saved state is finite."""
-    method = {"RK4": lpjax.RK4(), "GL4": lpjax.GaussLegendre(2), "MV": lpjax.MoserVeselov()}[meth]
+    """Any y0 (NaN, inf, 1e300 entries; for Kida's vortex also beyond its pole μ₃ = π/8) and dt
+    (negative, zero, non-finite): integrate raises, or reports a failure, or every saved state
+    is finite."""
+    system = KIDA if meth.startswith("Kida") else RB
+    method = {"RK4": lpjax.RK4(), "GL4": lpjax.GaussLegendre(2), "MV": lpjax.MoserVeselov()}[meth.split()[-1]]
     try:
-        sol = lpjax.integrate(RB, method, jnp.asarray(y0), dt, 8, throw=False)
+        sol = lpjax.integrate(system, method, jnp.asarray(y0), dt, 8, throw=False)
     except (ValueError, TypeError):
         return
     if sol.result == lpjax.RESULTS.successful:

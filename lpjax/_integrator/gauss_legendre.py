@@ -258,6 +258,12 @@ class GaussLegendre(AbstractImplicitMethod):
         return state.y, None
 
     def step(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
+        Z, F, result, info = self.solve_stages(system, state, dt)
+        return self.advance(state, Z, F, dt, result) + (info,)
+
+    def solve_stages(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
+        """The stage increments ``Z`` of one step, the stage fields ``F_i = f(y + Z_i)``, the
+        solve's result and its statistics (the first half of :meth:`step`)."""
         A, b, c = self.tableau
         y = state.y
         dtype = y.dtype
@@ -272,7 +278,14 @@ class GaussLegendre(AbstractImplicitMethod):
             _stage_residual, Z0, (system, y, dt, A), update, max_iters=self.max_iters, tol=self.tol,
             implicit_diff=self.implicit_diff, early_exit=self.early_exit, scale=jnp.abs(y)[None, :],
         )
-        delta = dt * _combine(b, _stage_fields(f, y, Z))[0]
+        return Z, _stage_fields(f, y, Z), result, info
+
+    def advance(self, state: GaussLegendreState, Z, F, dt: Scalar, result):
+        """``y ← y + dt Σ b_i F_i`` and the next step's predicted stages (the second half of
+        :meth:`step`): ``(new state, result)``."""
+        b = self.tableau[1]
+        y = state.y
+        delta = dt * _combine(b, F)[0]
         if self.compensated:  # Kahan: carry what the addition to y rounded away
             inc = delta + state.compensation
             y1 = y + inc
@@ -281,4 +294,4 @@ class GaussLegendre(AbstractImplicitMethod):
             y1, comp = y + delta, state.compensation
         # the next step's stages: this step's collocation polynomial at 1 + c_j, less the increment
         Z1 = _combine(self.tableau_extrapolation, Z) - delta[None, :]
-        return GaussLegendreState(y1, Z1, comp), first_failure(result, y1), info
+        return GaussLegendreState(y1, Z1, comp), first_failure(result, y1)

@@ -1,0 +1,261 @@
+"""lpjax's methods as diffrax solvers (the optional extra ``lpjax[diffrax]``).
+
+* :class:`GaussLegendre` solves any diffrax ``ODETerm`` (``diffeqsolve(ODETerm(f),
+  lpjax.diffrax.GaussLegendre(2), ...)``) with constant steps or a ``PIDController``. Its dense
+  output is the step's collocation polynomial.
+* :class:`LiePoissonTerm` carries an lpjax system. :class:`MoserVeselov`,
+  :class:`SurisLagrangeTop`, :class:`SurisClebsch` and :class:`Collective` step it with the lpjax
+  method of the same name (constant steps).
+
+``import lpjax`` never imports this module or diffrax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, final
+
+try:
+    import diffrax as dfx
+except ImportError as e:  # pragma: no cover - exercised in a subprocess without diffrax
+    raise ImportError("lpjax.diffrax needs diffrax, the optional extra: pip install 'lpjax[diffrax]'") from e
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, PyTree
+
+from . import _integrator
+from ._integrator import RESULTS
+from ._system import AbstractSystem
+
+__all__ = ["GaussLegendre", "LiePoissonTerm", "MapSolver", "MoserVeselov", "SurisLagrangeTop", "SurisClebsch",
+           "Collective"]
+
+
+def _step_size(t0, t1, dt_ref, dtype):
+    """``t1 − t0``, or the first step's size when they agree to 1e-9: diffrax accumulates
+    ``t_{k+1} = t_k + dt``, whose differences carry rounding that, fed back into every step,
+    would make a constant-step run drift from lp.integrate's (2.5e-12 after 10⁴ MV steps)."""
+    h = jnp.asarray(t1 - t0, dtype)
+    return jnp.where(jnp.abs(h - dt_ref) <= 1e-9 * jnp.abs(dt_ref), dt_ref, h)
+
+
+def _dfx_result(result) -> dfx.RESULTS:
+    return dfx.RESULTS.where(result == RESULTS.successful, dfx.RESULTS.successful,
+                             dfx.RESULTS.nonlinear_max_steps_reached)
+
+
+# ----------------------------------------------------------------------------- Gauss–Legendre
+
+
+@final
+class _TermSystem(AbstractSystem):
+    """A diffrax term over one step as an autonomous lpjax system on ``x = (y, t)`` with unit
+    time: ``x' = (vf_prod(t, y, args, h), h)``. Gauss–Legendre integrates the time exactly, so
+    its stages sit at ``t0 + c_i h``."""
+
+    terms: Any
+    args: Any
+    control: Any
+    y_template: PyTree
+
+    def vector_field(self, x):
+        _, unravel = ravel_pytree(self.y_template)
+        k = self.terms.vf_prod(x[-1], unravel(x[:-1]), self.args, self.control)
+        h = jnp.asarray(self.control, x.dtype)
+        return jnp.concatenate([ravel_pytree(k)[0].astype(x.dtype), h[None]])
+
+    def energy(self, x):
+        raise NotImplementedError
+
+    def casimirs(self, x):
+        return jnp.zeros((0,), x.dtype)
+
+    def check_state(self, x) -> None:
+        pass
+
+
+def _divided_difference(c: np.ndarray) -> np.ndarray:
+    """Weights ``v_j = 1 / Π_{k≠j}(θ_j − θ_k)`` on the nodes ``θ = (0, c_1, …, c_s, 1)``: the
+    divided difference of order s + 1, which annihilates polynomials of degree ≤ s. Applied to
+    the step's slopes ``K(θ) ≈ h y'(t0 + θh)`` it gives ``h^{s+2} y^{(s+2)}/(s+1)! + O(h^{s+3})``."""
+    nodes = np.concatenate([[0.0], c, [1.0]])
+    return np.array([1.0 / np.prod(nj - np.delete(nodes, j)) for j, nj in enumerate(nodes)])
+
+
+@final
+class _Collocation(dfx.AbstractLocalInterpolation):
+    """The step's collocation polynomial ``u(t0 + θh) = y0 + Σ_i ℓ_i(θ) Z_i`` (ℓ_i the Lagrange
+    basis on ``(0, c_1, …, c_s)`` with ``ℓ_i(0) = 0``), of stage order s: local error O(h^{s+1})."""
+
+    t0: Any
+    t1: Any
+    y0: PyTree
+    Z: Array
+    c: Array
+
+    def evaluate(self, t0, t1=None, left: bool = True):
+        del left
+        if t1 is not None:
+            return jax.tree.map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
+        flat, unravel = ravel_pytree(self.y0)
+        theta = (t0 - self.t0) / (self.t1 - self.t0)
+        nodes = jnp.concatenate([jnp.zeros(1, self.c.dtype), self.c])
+        ell = [jnp.prod(jnp.stack([(theta - nodes[j]) / (nodes[i] - nodes[j]) for j in range(nodes.shape[0]) if j != i]))
+               for i in range(1, nodes.shape[0])]
+        return unravel(flat + sum(e * self.Z[i] for i, e in enumerate(ell)))
+
+
+@final
+class GaussLegendre(dfx.AbstractAdaptiveSolver):
+    """The s-stage Gauss–Legendre method (order 2s) of :class:`lpjax.GaussLegendre` as a diffrax
+    solver for any ODE term, with the same stage solve (fixed point or simplified Newton, with
+    the predictor and the compensated update; keyword arguments as there).
+
+    Error estimate, for ``PIDController``: the divided difference of order s + 1 of the slopes
+    ``h f`` at the nodes ``0, c_1, …, c_s, 1`` (two more evaluations of f, at the step's ends),
+    ``≈ h^{s+2} y^{(s+2)}/(s+1)!``. It is ``y1 − ŷ`` for the embedded solution ``ŷ`` of order
+    s + 1 whose quadrature over those nodes is exact for degree s, so ``error_order = s + 2``
+    (lower than the method's order 2s: the step size is chosen conservatively). A stage solve that does not
+    converge returns an infinite error (an adaptive controller retries with a smaller step) and
+    ``RESULTS.nonlinear_max_steps_reached``. Dense output: the collocation polynomial (stage
+    order s).
+    """
+
+    term_structure: ClassVar = dfx.AbstractTerm
+    interpolation_cls: ClassVar = _Collocation
+    inner: _integrator.GaussLegendre
+
+    def __init__(self, stages: int = 2, **options):
+        self.inner = _integrator.GaussLegendre(stages, **options)
+
+    def order(self, terms):
+        return 2 * self.inner.stages
+
+    def error_order(self, terms):
+        return self.inner.stages + 2
+
+    def init(self, terms, t0, t1, y0, args):
+        y, _ = ravel_pytree(y0)
+        h = jnp.asarray(terms.contr(t0, t1), y.dtype)
+        x = jnp.concatenate([y, jnp.asarray(t0, y.dtype)[None]])
+        return self.inner.init(_TermSystem(terms, args, h, y0), x, jnp.asarray(1.0, y.dtype)), h
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        solver_state, h_ref = solver_state
+        y, unravel = ravel_pytree(y0)
+        system = _TermSystem(terms, args, _step_size(t0, t1, h_ref, y.dtype), y0)
+        one = jnp.asarray(1.0, y.dtype)
+        x = jnp.concatenate([y, jnp.asarray(t0, y.dtype)[None]])
+        fresh = self.inner.init(system, x, one)
+        keep = jnp.logical_not(made_jump)
+        state = _integrator.GaussLegendreState(
+            x, jnp.where(keep, solver_state.Z, fresh.Z),
+            jnp.where(keep, solver_state.compensation, 0.0).at[-1].set(0.0))
+        Z, F, result, _ = self.inner.solve_stages(system, state, one)
+        new, result = self.inner.advance(state, Z, F, one, result)
+        y1 = unravel(new.y[:-1])
+        # the error estimate: the divided difference of the slopes at (0, c, 1)
+        v = _divided_difference(self.inner.tableau[2])
+        K = jnp.concatenate([system.vector_field(x)[None], F, system.vector_field(new.y)[None]])[:, :-1]
+        err = sum(float(v[j]) * K[j] for j in range(K.shape[0]))
+        ok = result == RESULTS.successful
+        y_error = unravel(jnp.where(ok, err, jnp.inf))
+        dense = dict(y0=y0, Z=Z[:, :-1], c=jnp.asarray(self.inner.tableau[2], y.dtype))
+        return y1, y_error, dense, (new, h_ref), _dfx_result(result)
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+# ----------------------------------------------------------------------------- Lie–Poisson maps
+
+
+@final
+class LiePoissonTerm(dfx.ODETerm):
+    """A diffrax term for an lpjax system: its vector field is ``system.vector_field`` (so any
+    diffrax solver runs it), and the lpjax maps below step it with their own methods."""
+
+    system: AbstractSystem
+
+    def __init__(self, system: AbstractSystem):
+        if not isinstance(system, AbstractSystem):
+            raise TypeError(f"LiePoissonTerm needs an lpjax system (lpjax.systems...), got {type(system).__name__}")
+        self.system = system
+        self.vector_field = _SystemField(system)
+
+
+@final
+class _SystemField(eqx.Module):
+    system: AbstractSystem
+
+    def __call__(self, t, y, args):
+        return self.system.vector_field(y)
+
+
+@final
+class MapSolver(dfx.AbstractSolver):
+    """Steps a :class:`LiePoissonTerm` with an lpjax method (constant steps), so that the two
+    agree to roundoff. Dense output: the cubic Hermite interpolant through the step's ends and
+    the field there (local error O(h⁴), below the error of these maps of order 1–4; between
+    steps it does not keep the Casimirs)."""
+
+    term_structure: ClassVar = dfx.AbstractTerm
+    interpolation_cls: ClassVar = dfx.ThirdOrderHermitePolynomialInterpolation
+    method: Any
+
+    def order(self, terms):
+        return getattr(self.method, "order", None)
+
+    def _system(self, terms) -> AbstractSystem:
+        term = _unwrap(terms)
+        if not isinstance(term, LiePoissonTerm):
+            raise TypeError(f"{type(self.method).__name__} as a diffrax solver steps a lpjax.diffrax.LiePoissonTerm "
+                            f"(it carries the lpjax system); got {type(term).__name__}")
+        self.method.check_system(term.system)
+        return term.system
+
+    def init(self, terms, t0, t1, y0, args):
+        dt = jnp.asarray(t1 - t0, jnp.result_type(y0))
+        return self.method.init(self._system(terms), y0, dt), dt
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        system = self._system(terms)
+        state, dt_ref = solver_state
+        dt = _step_size(t0, t1, dt_ref, jnp.result_type(y0))
+        state, result, _ = self.method.step(system, state, dt)
+        y1 = self.method.observe(system, state)
+        dense = dict(y0=y0, y1=y1, k0=dt * system.vector_field(y0), k1=dt * system.vector_field(y1))
+        return y1, None, dense, (state, dt_ref), _dfx_result(result)
+
+    def func(self, terms, t0, y0, args):
+        return self._system(terms).vector_field(y0)
+
+
+def _unwrap(terms):
+    """diffrax hands solvers its terms wrapped (for the direction of time)."""
+    while not isinstance(terms, LiePoissonTerm) and hasattr(terms, "term"):
+        terms = terms.term
+    return terms
+
+
+def MoserVeselov(**options) -> MapSolver:
+    """:class:`lpjax.MoserVeselov` (order 2) for a LiePoissonTerm of a free rigid body."""
+    return MapSolver(_integrator.MoserVeselov(**options))
+
+
+def SurisLagrangeTop(**options) -> MapSolver:
+    """:class:`lpjax.SurisLagrangeTop` (order 1) for a LiePoissonTerm of a Lagrange top."""
+    return MapSolver(_integrator.SurisLagrangeTop(**options))
+
+
+def SurisClebsch(**options) -> MapSolver:
+    """:class:`lpjax.SurisClebsch` (order 1) for a LiePoissonTerm of a Clebsch flow."""
+    return MapSolver(_integrator.SurisClebsch(**options))
+
+
+def Collective(inner=None, **options) -> MapSolver:
+    """:class:`lpjax.Collective` (the inner method's order; GL4 by default) for a LiePoissonTerm."""
+    return MapSolver(_integrator.Collective(_integrator.GaussLegendre(2) if inner is None else inner, **options))
