@@ -42,6 +42,19 @@ def _step_size(t0, t1, dt_ref, dtype):
     return jnp.where(jnp.abs(h - dt_ref) <= 1e-9 * jnp.abs(dt_ref), dt_ref, h)
 
 
+def _count(stats: dict, info, result) -> dict:
+    """Running totals over the accepted steps, carried in the solver state (read them with
+    ``SaveAt(solver_state=True)``: ``sol.solver_state[-1]``)."""
+    it = jnp.asarray(info.iterations, stats["iterations"].dtype)
+    return {"iterations": stats["iterations"] + it, "max_iterations": jnp.maximum(stats["max_iterations"], it),
+            "failed_steps": stats["failed_steps"] + (result != RESULTS.successful).astype(it.dtype)}
+
+
+def _no_counts() -> dict:
+    zero = jnp.zeros((), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    return {"iterations": zero, "max_iterations": zero, "failed_steps": zero}
+
+
 def _dfx_result(result) -> dfx.RESULTS:
     return dfx.RESULTS.where(result == RESULTS.successful, dfx.RESULTS.successful,
                              dfx.RESULTS.nonlinear_max_steps_reached)
@@ -121,7 +134,8 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
     (lower than the method's order 2s: the step size is chosen conservatively). A stage solve that does not
     converge returns an infinite error (an adaptive controller retries with a smaller step) and
     ``RESULTS.nonlinear_max_steps_reached``. Dense output: the collocation polynomial (stage
-    order s).
+    order s). The solver state ends with running totals over the accepted steps,
+    ``{"iterations", "max_iterations", "failed_steps"}`` (``SaveAt(solver_state=True)``).
     """
 
     term_structure: ClassVar = dfx.AbstractTerm
@@ -141,10 +155,10 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         y, _ = ravel_pytree(y0)
         h = jnp.asarray(terms.contr(t0, t1), y.dtype)
         x = jnp.concatenate([y, jnp.asarray(t0, y.dtype)[None]])
-        return self.inner.init(_TermSystem(terms, args, h, y0), x, jnp.asarray(1.0, y.dtype)), h
+        return self.inner.init(_TermSystem(terms, args, h, y0), x, jnp.asarray(1.0, y.dtype)), h, _no_counts()
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        solver_state, h_ref = solver_state
+        solver_state, h_ref, counts = solver_state
         y, unravel = ravel_pytree(y0)
         system = _TermSystem(terms, args, _step_size(t0, t1, h_ref, y.dtype), y0)
         one = jnp.asarray(1.0, y.dtype)
@@ -154,7 +168,7 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         state = _integrator.GaussLegendreState(
             x, jnp.where(keep, solver_state.Z, fresh.Z),
             jnp.where(keep, solver_state.compensation, 0.0).at[-1].set(0.0))
-        Z, F, result, _ = self.inner.solve_stages(system, state, one)
+        Z, F, result, info = self.inner.solve_stages(system, state, one)
         new, result = self.inner.advance(state, Z, F, one, result)
         y1 = unravel(new.y[:-1])
         # the error estimate: the divided difference of the slopes at (0, c, 1)
@@ -164,7 +178,7 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         ok = result == RESULTS.successful
         y_error = unravel(jnp.where(ok, err, jnp.inf))
         dense = dict(y0=y0, Z=Z[:, :-1], c=jnp.asarray(self.inner.tableau[2], y.dtype))
-        return y1, y_error, dense, (new, h_ref), _dfx_result(result)
+        return y1, y_error, dense, (new, h_ref, _count(counts, info, result)), _dfx_result(result)
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
@@ -219,16 +233,16 @@ class MapSolver(dfx.AbstractSolver):
 
     def init(self, terms, t0, t1, y0, args):
         dt = jnp.asarray(t1 - t0, jnp.result_type(y0))
-        return self.method.init(self._system(terms), y0, dt), dt
+        return self.method.init(self._system(terms), y0, dt), dt, _no_counts()
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         system = self._system(terms)
-        state, dt_ref = solver_state
+        state, dt_ref, counts = solver_state
         dt = _step_size(t0, t1, dt_ref, jnp.result_type(y0))
-        state, result, _ = self.method.step(system, state, dt)
+        state, result, info = self.method.step(system, state, dt)
         y1 = self.method.observe(system, state)
         dense = dict(y0=y0, y1=y1, k0=dt * system.vector_field(y0), k1=dt * system.vector_field(y1))
-        return y1, None, dense, (state, dt_ref), _dfx_result(result)
+        return y1, None, dense, (state, dt_ref, _count(counts, info, result)), _dfx_result(result)
 
     def func(self, terms, t0, y0, args):
         return self._system(terms).vector_field(y0)

@@ -36,9 +36,15 @@ def _solve(term, solver, y0, dt, n, **kw):
 def test_gauss_legendre_under_diffrax_is_integrate(system, y0):
     """Constant steps: diffeqsolve with lpjax.diffrax.GaussLegendre(2) equals lp.integrate with
     GaussLegendre(2) to 1e-13 at every step (measured 4e-16 on the rigid body)."""
-    sol = _solve(_term(system), ldx.GaussLegendre(2), y0, 0.05, 200, stepsize_controller=dfx.ConstantStepSize())
-    ref = lpjax.integrate(system, lpjax.GaussLegendre(2), y0, 0.05, 200)
+    n = 200
+    ts = jnp.arange(n + 1) * 0.05
+    sol = dfx.diffeqsolve(_term(system), ldx.GaussLegendre(2), 0.0, ts[-1], 0.05, y0, saveat=dfx.SaveAt(ts=ts, solver_state=True),
+                          stepsize_controller=dfx.ConstantStepSize(), max_steps=n + 1)
+    ref = lpjax.integrate(system, lpjax.GaussLegendre(2), y0, 0.05, n)
     assert float(jnp.max(jnp.abs(sol.ys - ref.ys))) <= 1e-13
+    counts = sol.solver_state[-1]  # iterations over the run, as lp.integrate's statistics count them
+    assert int(counts["failed_steps"]) == 0 and int(counts["max_iterations"]) == int(ref.stats["max_iterations"])
+    assert abs(int(counts["iterations"]) / n - float(ref.stats["mean_iterations"])) <= 0.5
 
 
 def test_order_under_diffrax_and_the_dense_output():
