@@ -10,7 +10,13 @@ from . import (
     lagrangians as lagrangians,
     systems as systems,
 )
-from ._ensemble import EnsembleSolution as EnsembleSolution, ensemble as ensemble, open_ensemble as open_ensemble
+from ._ensemble import (
+    EnsembleOutput as EnsembleOutput,
+    EnsembleSolution as EnsembleSolution,
+    ensemble as ensemble,
+    ensemble_function as ensemble_function,
+    open_ensemble as open_ensemble,
+)
 from ._integrate import Solution as Solution, integrate as integrate
 from ._version import __version__ as __version__
 from ._integrator import (

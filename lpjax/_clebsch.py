@@ -24,6 +24,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from ._algebra import LieAlgebra
 from ._checks import bracket_sign
+from ._small import solve_small
 from ._algebra._base import _Frozen
 from ._system import AbstractLiePoissonSystem, CanonicalSystem
 
@@ -204,7 +205,7 @@ def _lift_iterations(c: Array, sign: int, mu: Array, z0: Array, q_fixed: Optiona
         eps = jnp.finfo(z.dtype).eps
         lam = 1e-3 * jnp.sqrt(jnp.sum(r * r)) + eps * jnp.max(jnp.diag(AAt)) + jnp.finfo(z.dtype).tiny
         lam = jax.lax.stop_gradient(lam)  # a damping choice, not part of the solution
-        step = A.T @ jnp.linalg.solve(AAt + lam * jnp.eye(n, dtype=z.dtype), r)
+        step = A.T @ solve_small(AAt + lam * jnp.eye(n, dtype=z.dtype), r)  # damped: SPD
         return z - step, None
 
     if q_fixed is not None:

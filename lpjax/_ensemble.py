@@ -12,50 +12,34 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import functools
 import json
 import os
 import re
 import sys
-import warnings
 from typing import Callable, Optional, Union, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, PartitionSpec
 
 from ._checks import cast_floats, positive_int, run_dtype
 from ._ensemble_store import (
     FORMAT, RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, describe, fingerprint, open_ensemble,
 )
-from ._ensemble_kernel import run_chunk
+from ._ensemble_kernel import (
+    CPU_BLOCK, EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel,
+)
 from ._integrator import AbstractIntegrator
-from ._soa import Unfusable
 from ._system import AbstractSystem
 from ._version import __version__
 
-__all__ = ["ensemble", "EnsembleSolution", "open_ensemble"]
+__all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
-_CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _CPU_CHUNK = 16384
 _ACCEL_CHUNK = 1 << 20
-_FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU
-_KERNELS = ("auto", "scan", "entries", "fused")
-_warned: set = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, stacklevel=3)
-
-
-def _resolve_kernel(kernel: str, on_cpu: bool) -> str:
-    if kernel not in _KERNELS:
-        raise ValueError(f"ensemble: kernel must be one of {', '.join(map(repr, _KERNELS))}, got {kernel!r}")
-    if kernel == "auto":
-        return "scan" if on_cpu else "fused"
-    return kernel
 
 
 # -------------------------------------------------------------------------------- observables
@@ -111,21 +95,139 @@ def _leaf_name(path) -> str:
 # -------------------------------------------------------------------------------- ensemble()
 
 
-def _batched_size(system, method, y_one, dt) -> int:
-    """The common leading size N of the system's arrays (a system batched over parameters, e.g.
-    by ``eqx.filter_vmap``), checked by stepping one state with them mapped over."""
+def _leading_sizes(system) -> dict:
+    return {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None)
+            for p, a in jax.tree_util.tree_leaves_with_path(eqx.filter(system, eqx.is_array))}
+
+
+def _first_member(system):
     dyn, static = eqx.partition(system, eqx.is_array)
-    sizes = {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None) for p, a in jax.tree_util.tree_leaves_with_path(dyn)}
-    if not sizes or len(set(sizes.values())) != 1 or None in sizes.values():
-        raise ValueError("ensemble: with batched_system=True every array of the system needs the same leading axis N "
-                         f"(leading sizes: {sizes})")
+    return eqx.combine(jax.tree.map(lambda a: a[0], dyn), static)
 
-    def one(dyn, y):
-        s = eqx.combine(dyn, static)
-        return method.observe(s, method.step(s, method.init(s, y, dt), dt)[0])
 
-    jax.eval_shape(jax.vmap(one, in_axes=(0, None)), dyn, y_one)  # the method's own error if it cannot
-    return next(iter(sizes.values()))
+def _one_step(system, method, y, dt):
+    state = method.init(system, y, dt)
+    return method.observe(system, method.step(system, state, dt)[0])
+
+
+def _check_members(system, method, batched: bool, who: str, y_one=None, dt=None) -> Optional[int]:
+    """Check that ``method`` can run ``system`` (with ``batched``: one member's system, and
+    return the common leading size N of its arrays), stepping ``y_one`` abstractly if given. A
+    system that fails unbatched but whose first member runs is named as batched."""
+    if not isinstance(method, AbstractIntegrator):
+        raise TypeError(f"{who}: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
+    sizes = _leading_sizes(system)
+    common = next(iter(set(sizes.values()))) if len(set(sizes.values())) == 1 else None
+
+    def check(s):
+        method.check_system(s)
+        if y_one is not None:
+            out = jax.eval_shape(functools.partial(_one_step, s, method), y_one, dt)
+            if out.shape != y_one.shape:
+                raise ValueError(f"{who}: one step of {type(method).__name__} maps a state of shape {y_one.shape} to "
+                                 f"{out.shape}")
+
+    if batched:
+        if common is None:
+            raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
+                             f"(leading sizes: {sizes})")
+        check(_first_member(system))
+        return common
+    try:
+        check(system)
+    except Exception as e:
+        if common is not None:
+            try:
+                check(_first_member(system))
+            except Exception:
+                raise e from None
+            raise ValueError(f"{who}: the system looks batched over parameters (every array has a leading axis of "
+                             f"{common}, and its first member runs); pass batched_system=True") from e
+        raise
+    return None
+
+
+def _check_schedule(n_steps, save_every, dt, who: str) -> tuple[int, int]:
+    n_steps = positive_int(n_steps, "n_steps")
+    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
+    if n_steps % save_every:
+        raise ValueError(f"{who}: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
+    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
+        raise ValueError(f"{who}: dt must be a finite scalar > 0, got {dt!r}")
+    return n_steps, save_every
+
+
+def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: str, platform: str,
+                   rdtype, batched: bool) -> EnsembleFunction:
+    dyn, static = eqx.partition(system, eqx.is_array)
+    member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn)
+    return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
+
+
+def ensemble_function(
+    system: AbstractSystem,
+    method: AbstractIntegrator,
+    dt: float,
+    n_steps: int,
+    *,
+    save_every: Optional[int] = None,
+    observe: Union[None, str, Callable] = None,
+    kernel: str = "auto",
+    platform: Optional[str] = None,
+    dtype=None,
+    batched_system: bool = False,
+) -> Callable[..., EnsembleOutput]:
+    """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
+    ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
+    ``(N, d)``) for ``n_steps`` steps of ``dt`` and returns an :class:`EnsembleOutput`
+    ``(final_state, observables, result, stats)``, members first, as :func:`ensemble` stores
+    them. :func:`ensemble` is built on it (and adds chunks, the store, progress, threads and
+    devices); use it directly inside your own ``jax.jit``: an outer optimisation over
+    ensemble statistics, your own ``shard_map``, or to lower the GPU kernel for inspection.
+
+    Args:
+        save_every, observe, kernel, dtype: as for :func:`ensemble` (``dtype`` default:
+            float64 with JAX's x64 on, else float32; ``y0s`` must have it).
+        platform: the platform to build for: ``"cpu"``, ``"gpu"`` (``"cuda"``, ``"rocm"``) or
+            ``"tpu"`` (default: that of JAX's default device). It picks the kernel for
+            ``kernel="auto"`` (the fused Triton kernel on a GPU, the scan elsewhere) and the
+            block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
+            for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
+            ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
+        batched_system: ``system`` is batched over parameters (every array has a leading axis
+            N, as ``eqx.filter_vmap`` of a constructor makes it); the function then takes the
+            batched system (or its arrays, ``eqx.filter(systems, eqx.is_array)``) as its second
+            argument, with N members in both.
+
+    The method is checked against one member's system here; ``y0s``' shape and dtype when the
+    function is called (traced).
+    """
+    n_steps, save_every = _check_schedule(n_steps, save_every, dt, "ensemble_function")
+    rdtype = run_dtype(dtype, jnp.zeros((), float), "ensemble_function")
+    system, method = cast_floats((system, method), rdtype)
+    _check_members(system, method, batched_system, "ensemble_function")
+    plat = platform_of(platform)
+    fn = _make_function(system, method, dt, n_steps, save_every, _observe_fn(observe)[1], resolve_kernel(kernel, plat),
+                        plat, rdtype, bool(batched_system))
+
+    # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
+    def chunk(y0s, systems=None) -> EnsembleOutput:
+        return fn(y0s, systems)
+
+    chunk.__doc__ = EnsembleFunction.__doc__
+    chunk.kernel, chunk.platform = fn.kernel, fn.platform
+    return chunk
+
+
+@eqx.filter_jit
+def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple]) -> EnsembleOutput:
+    """One chunk; with ``devices``, split over them by ``shard_map`` on the member axis."""
+    if devices is None:
+        return fn(y0s, dyn)
+    mesh = Mesh(np.array(devices), ("members",))
+    members = PartitionSpec("members")
+    dyn_spec = jax.tree.map(lambda _: members, dyn)
+    return jax.shard_map(fn, mesh=mesh, in_specs=(members, dyn_spec), out_specs=members, check_vma=False)(y0s, dyn)
 
 
 def ensemble(
@@ -195,15 +297,7 @@ def ensemble(
 
     Returns an :class:`EnsembleSolution`.
     """
-    if not isinstance(method, AbstractIntegrator):
-        raise TypeError(f"ensemble: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
-    method.check_system(system)
-    n_steps = positive_int(n_steps, "n_steps")
-    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
-    if n_steps % save_every:
-        raise ValueError(f"ensemble: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
-    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
-        raise ValueError(f"ensemble: dt must be a finite scalar > 0, got {dt!r}")
+    n_steps, save_every = _check_schedule(n_steps, save_every, dt, "ensemble")
     if chunk_size is not None:
         chunk_size = positive_int(chunk_size, "chunk_size")
     if metadata is not None:
@@ -215,7 +309,7 @@ def ensemble(
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
     system, method = cast_floats((system, method), rdtype)
     y_one = y0s if y0s.ndim == 1 else y0s[0]
-    system_n = _batched_size(system, method, jnp.asarray(y_one), jnp.asarray(dt, rdtype)) if batched_system else None
+    system_n = _check_members(system, method, batched_system, "ensemble", jnp.asarray(y_one), jnp.asarray(dt, rdtype))
     if system_n is None and y0s.ndim == 1:
         raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
                          "parameters pass batched_system=True)")
@@ -228,41 +322,32 @@ def ensemble(
         system.check_state(jnp.asarray(y_one))
     N, d = y0s.shape
     batched = system_n is not None
-    dyn, static = eqx.partition(system, eqx.is_array)
+    dyn = eqx.filter(system, eqx.is_array)
     observe_name, observe_fn = _observe_fn(observe)
 
     if devices is None:
         devices = jax.devices() if len(jax.devices()) > 1 else None
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     ndev = len(devices) if devices else 1
-    on_cpu = (devices[0] if devices else jax.devices()[0]).platform == "cpu"
+    platform = platform_of(None, devices)
     workers = 1 if devices else max(1, min(os.cpu_count() or 1, 4))
-    chunk = min(chunk_size or (_CPU_CHUNK if on_cpu else _ACCEL_CHUNK), N)
-    if chunk_size is None and on_cpu:  # at least one chunk per worker thread
-        chunk = min(chunk, max(_CPU_BLOCK, -(-N // workers)))
-    per_dev = -(-chunk // ndev)
-    kernel = _resolve_kernel(kernel, on_cpu)
-    if kernel == "fused" and not on_cpu:  # a power of two (Triton's block shapes)
-        block = min(_FUSED_BLOCK, 1 << max(0, (per_dev - 1).bit_length()))
-    else:
-        # CPU: a power of two (≥ 64) so that every member is computed by the same vector code,
-        # never by a loop's scalar remainder: results then do not depend on the block size
-        block = max(64, 1 << (min(per_dev, _CPU_BLOCK).bit_length() - 1)) if on_cpu else per_dev
-    padded = -(-per_dev // block) * block * ndev  # members the compiled chunk runs (the rest are copies)
+    chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" else _ACCEL_CHUNK), N)
+    if chunk_size is None and platform == "cpu":  # at least one chunk per worker thread
+        chunk = min(chunk, max(CPU_BLOCK, -(-N // workers)))
+    padded = -(-chunk // ndev) * ndev  # members the compiled chunk runs (the rest are copies)
     n_chunks = -(-N // chunk)
-
-    dt_arr = jnp.asarray(dt, rdtype)
+    kernel = resolve_kernel(kernel, platform)
+    fn = _make_function(system, method, dt, n_steps, save_every, observe_fn, kernel, platform, rdtype, batched)
     n_save = n_steps // save_every
 
     def compute(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
         idx = lo + np.arange(padded) % (hi - lo)  # pad with the chunk's own members
-        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else dyn
-        outs = run_chunk(dyn_k, static, method, jnp.asarray(y0s[idx]), dt_arr, n_steps, save_every, observe_fn,
-                          batched, block, devices, kernel, on_cpu)
+        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
+        outs = _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
-    member0 = eqx.combine(jax.tree.map(lambda a: a[0], dyn), static) if batched else system
+    member0 = _first_member(system) if batched else system
     shapes_probe = jax.eval_shape(lambda y: observe_fn(member0, y), jnp.asarray(y_one))
     shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
     shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
@@ -305,14 +390,7 @@ def ensemble(
     with tqdm(total=n_chunks, initial=n_chunks - len(todo), unit="chunk", disable=not show, desc="ensemble",
               postfix=f"{N} members x {n_steps} steps") as bar:
         if todo:  # the first chunk alone: it compiles
-            try:
-                first = compute(todo[0])
-            except Unfusable as e:
-                _warn_once(f"lpjax.ensemble: {type(method).__name__} on {type(system).__name__} cannot run entry by "
-                           f"entry ({e}); using kernel='scan'")
-                kernel = "scan"
-                first = compute(todo[0])
-            save(*first, todo[0])
+            save(*compute(todo[0]), todo[0])
             bar.update()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             # each worker saves its own chunk (disjoint slices), so no finished chunk's output is

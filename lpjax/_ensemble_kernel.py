@@ -1,34 +1,81 @@
-"""The chunk kernel of :func:`lpjax.ensemble`: one member's program (``init``, ``advance`` by
-``save_every`` steps, ``observe``, ``summary``, the same ``init/step`` and result codes as
-:func:`lpjax.integrate`) and the three ways to run it over a block of members, all with the
-member axis last:
+"""The chunk function of :func:`lpjax.ensemble` and :func:`lpjax.ensemble_function`: one
+member's program (``init``, ``advance`` by ``save_every`` steps, ``observe``, ``summary``, the
+same ``init/step`` and result codes as :func:`lpjax.integrate`) and the three ways to run it
+over a block of members, all with the member axis last:
 
 * ``"scan"``: ``vmap`` of each piece, the time loop (``lax.scan``) outside the ``vmap``;
 * ``"entries"``: each piece entry by entry (:mod:`lpjax._soa`), every value a vector over the
   block;
-* ``"fused"``: one Pallas kernel per block with the whole time loop inside (:mod:`lpjax._fused`).
+* ``"fused"``: one Pallas (Triton) kernel per block with the whole time loop inside
+  (:mod:`lpjax._fused`).
 
-Blocks run one after the other (``lax.map``) within a chunk; with several devices a chunk is
-split over them by ``shard_map``.
+Blocks run one after the other (``lax.map``) within a call. :class:`EnsembleFunction` is the
+pure, jittable function of one chunk: members first in and out, padded to whole blocks inside.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional, final
+import warnings
+from typing import Any, Callable, NamedTuple, Optional, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jaxtyping import Array, PyTree
 
 from ._fused import run_fused
 from ._integrate import _Carry
 from ._integrator import AbstractIntegrator
-from ._soa import members_last
+from ._soa import Unfusable, members_last
 
-__all__ = ["run_chunk"]
+__all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
+
+KERNELS = ("auto", "scan", "entries", "fused")
+_PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
+CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
+_FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
+_warned: set = set()
+
+
+def warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def platform_of(platform: Optional[str], devices=None) -> str:
+    """``"cpu"``, ``"gpu"`` or ``"tpu"``: ``platform`` (``"cuda"`` and ``"rocm"`` are ``"gpu"``),
+    else that of the first of ``devices`` (default: JAX's default backend)."""
+    if platform is None:
+        platform = (devices[0] if devices else jax.devices()[0]).platform
+    if not isinstance(platform, str) or platform.lower() not in _PLATFORMS:
+        raise ValueError(f"platform must be one of {', '.join(map(repr, _PLATFORMS))} or None, got {platform!r}")
+    return _PLATFORMS[platform.lower()]
+
+
+def resolve_kernel(kernel: str, platform: str) -> str:
+    """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU, the scan elsewhere."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
+    if kernel == "auto":
+        return "fused" if platform == "gpu" else "scan"
+    if kernel == "fused" and platform == "tpu":
+        raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
+    return kernel
+
+
+def block_size(n: int, platform: str, kernel: str) -> int:
+    """Members per block for ``n`` members. GPU, fused: a power of two up to 256 (Triton's
+    block shapes). CPU: a power of two from 64 to 2048, so that every member is computed by
+    the same vector code (never by a loop's scalar remainder) and results do not depend on
+    the chunk size. Otherwise one block of all members (a wide batch)."""
+    if kernel == "fused" and platform == "gpu":
+        return min(_FUSED_BLOCK, 1 << max(0, (n - 1).bit_length()))
+    if platform == "cpu":
+        return max(64, 1 << (min(n, CPU_BLOCK).bit_length() - 1))
+    return n
 
 
 @final
@@ -78,15 +125,13 @@ def _members_last(fn, batched: bool, kernel: str):
     return members_last(fn, (batched, True))
 
 
-def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
-                 kernel: str, interpret: bool):
+def _run_members(member: _Member, dyn, y0s, batched: bool, block: int, kernel: str, platform: str):
     """Members ``y0s`` (B, d), B a multiple of ``block``: ``(final y, observables, result codes,
     statistics)``, each with the members on the first axis."""
     B, d = y0s.shape
-    n_save = n_steps // save_every
-    member = _Member(static, method, dt, n_steps, save_every, observe_fn)
+    n_save = member.n_steps // member.save_every
     if kernel == "fused":
-        (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, interpret)
+        (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, platform)
         return y_final, saved, result, stats
     init, observe, summary = (_members_last(f, batched, kernel) for f in (member.init, member.observe, member.summary))
     if kernel == "scan":  # the time loop outside the vmap: the carry keeps the member axis last
@@ -118,18 +163,79 @@ def _run_members(dyn, static, method, y0s, dt, n_steps: int, save_every: int, ob
     return y_final, saved, result, stats
 
 
-@eqx.filter_jit
-def run_chunk(dyn, static, method, y0s, dt, n_steps: int, save_every: int, observe_fn, batched: bool, block: int,
-               devices: Optional[tuple], kernel: str, interpret: bool):
-    """One chunk (members first in and out); with ``devices``, split over them by ``shard_map``."""
+class EnsembleOutput(NamedTuple):
+    """What :class:`EnsembleFunction` returns for ``N`` members (members first): the final
+    states ``(N, d)``, the observables ``{name: (N, n_save + 1, ...)}`` at the saves (the start
+    first), the result codes ``(N,)`` (:class:`lpjax.RESULTS` values; names in
+    :attr:`lpjax.EnsembleSolution.result_names`) and the statistics ``{name: (N,)}``
+    (``max_residual``, ``max_iterations``, ``mean_iterations``, ``num_failed_steps``)."""
 
-    def run(dyn, y0s):
-        return _run_members(dyn, static, method, y0s, dt, n_steps, save_every, observe_fn, batched, block, kernel,
-                            interpret)
+    final_state: Array
+    observables: dict
+    result: Array
+    stats: dict
 
-    if devices is None:
-        return run(dyn, y0s)
-    mesh = Mesh(np.array(devices), ("members",))
-    members, whole = PartitionSpec("members"), PartitionSpec()
-    dyn_spec = jax.tree.map(lambda _: members if batched else whole, dyn)
-    return jax.shard_map(run, mesh=mesh, in_specs=(dyn_spec, members), out_specs=members, check_vma=False)(dyn, y0s)
+
+@final
+class EnsembleFunction(eqx.Module):
+    """The pure function of one chunk of an ensemble (made by :func:`lpjax.ensemble_function`).
+
+    ``f(y0s)``, or ``f(y0s, system_arrays)`` for a system batched over parameters, returns an
+    :class:`EnsembleOutput` with the members first. Any number of members: they are padded
+    to whole blocks inside (with copies of themselves) and the padding is dropped. Jittable,
+    ``vmap``-free and without side effects, so it goes inside a user's own ``jax.jit``, a
+    ``shard_map``, or an outer optimisation; ``jax.jit(f)`` compiles it once per shape.
+
+    Attributes: ``kernel`` (``"scan"``, ``"entries"`` or ``"fused"``) and ``platform``
+    (``"cpu"``, ``"gpu"`` or ``"tpu"``) that it was made for. A program that the entrywise
+    evaluator cannot run (a primitive it does not know) runs with ``"scan"`` instead, with a
+    warning once.
+    """
+
+    member: _Member
+    system_arrays: PyTree
+    batched: bool = eqx.field(static=True)
+    kernel: str = eqx.field(static=True)
+    platform: str = eqx.field(static=True)
+    system_type: str = eqx.field(static=True)
+
+    def __call__(self, y0s: Array, system_arrays: PyTree = None) -> EnsembleOutput:
+        if self.batched:
+            if system_arrays is None:
+                raise TypeError("this ensemble function is for a system batched over parameters: call it as "
+                                "f(y0s, system_arrays) with the batched system (or eqx.filter(systems, eqx.is_array))")
+            dyn = eqx.filter(system_arrays, eqx.is_array)
+        elif system_arrays is not None:
+            raise TypeError("this ensemble function is for one system (batched_system=False): call it as f(y0s)")
+        else:
+            dyn = self.system_arrays
+        dtype = jnp.result_type(self.member.dt)
+        if jnp.ndim(y0s) != 2 or jnp.result_type(y0s) != dtype:
+            raise ValueError(f"ensemble function: y0s must be an array of shape (N, d) and dtype {dtype} (the run's), "
+                             f"got shape {jnp.shape(y0s)} and dtype {jnp.result_type(y0s)}")
+        N = y0s.shape[0]
+        one = jax.tree.map(lambda a: a[0], dyn) if self.batched else dyn
+        self.member.system(one).check_state(y0s[0])  # the shape of a state, named
+        if self.batched:
+            sizes = {a.shape[0] if a.ndim else None for a in jax.tree.leaves(dyn)}
+            if sizes != {N}:
+                raise ValueError(f"ensemble function: y0s has N = {N} members, the batched system's arrays have leading "
+                                 f"sizes {sorted(sizes, key=str)}")
+        kernel = self.kernel
+        try:
+            return self._run(dyn, y0s, kernel)
+        except Unfusable as e:
+            warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run entry by "
+                      f"entry ({e}); using kernel='scan'")
+            return self._run(dyn, y0s, "scan")
+
+    def _run(self, dyn, y0s, kernel: str) -> EnsembleOutput:
+        N = y0s.shape[0]
+        block = block_size(N, self.platform, kernel)
+        padded = -(-N // block) * block
+        if padded != N:  # whole blocks, with copies of the members themselves
+            idx = np.arange(padded) % N
+            y0s = y0s[idx]
+            dyn = jax.tree.map(lambda a: a[idx], dyn) if self.batched else dyn
+        y_final, saved, result, stats = _run_members(self.member, dyn, y0s, self.batched, block, kernel, self.platform)
+        return jax.tree.map(lambda a: a[:N], EnsembleOutput(y_final, saved, result, stats))

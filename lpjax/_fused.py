@@ -22,10 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
 
 from ._soa import Context, Unfusable, evaluate, from_vectors, vectors
 
 __all__ = ["run_fused"]
+
+_DEBUG = [False]
 
 
 def _member_avals(leaves, batched: bool) -> list:
@@ -39,7 +42,7 @@ def _trace(fn, *avals):
     return closed, out
 
 
-def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, interpret: bool):
+def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
     """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
     the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
     ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
@@ -79,13 +82,21 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, interpre
     out_shape = [jax.ShapeDtypeStruct((max(1, math.prod(a.shape)), B), a.dtype) for a in sum_avals]
     out_shape += [jax.ShapeDtypeStruct((n_save + 1, max(1, math.prod(a.shape)), B), a.dtype) for a in obs_avals]
 
+    # each program sees only its own block of members (BlockSpecs on the member axis); the
+    # method's and the shared system arrays whole
+    whole = lambda a: pl.BlockSpec(a.shape, lambda i, n=a.ndim: (0,) * n)  # noqa: E731
+    members_block = lambda a: pl.BlockSpec((*a.shape[:-1], block), lambda i, n=a.ndim: (0,) * (n - 1) + (i,))  # noqa: E731
+    in_specs = [members_block(inputs[0])] + [whole(a) for a in inputs[1:1 + n_mem]]
+    in_specs += [members_block(a) if batched else whole(a) for a in inputs[1 + n_mem:]]
+    out_specs = [members_block(a) for a in out_shape]
+
     def kernel(*refs):
         y_ref, mem_refs = refs[0], refs[1:1 + n_mem]
         dyn_refs = refs[1 + n_mem:1 + n_mem + n_dyn]
         sum_refs = refs[1 + n_mem + n_dyn:1 + n_mem + n_dyn + len(sum_avals)]
         obs_refs = refs[1 + n_mem + n_dyn + len(sum_avals):]
         ctx = Context(block)
-        members = pl.ds(pl.program_id(0) * block, block)
+        members = slice(None)
 
         def load(ref, aval, per_member: bool):
             e = np.empty(max(1, math.prod(aval.shape)), object)
@@ -116,7 +127,10 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, interpre
         flat = lax.fori_loop(0, n_save, one_save, vectors(ctx, carry, carry_avals))
         store(sum_refs, run(summary_j, mem_e, dyn_e, from_vectors(flat, carry_avals)), sum_avals)
 
-    outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(B // block,), interpret=interpret)(*inputs)
+    interpret = platform != "gpu"
+    params = None if interpret else plt.CompilerParams(num_warps=max(1, block // 32), num_stages=1)
+    outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(B // block,), in_specs=in_specs, out_specs=out_specs,
+                          interpret=interpret, compiler_params=params, debug=_DEBUG[0])(*inputs)
     sums, obs = outs[: len(sum_avals)], outs[len(sum_avals):]
     summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, sum_avals)]
     saved = [jnp.moveaxis(o, -1, 0)[..., : math.prod(a.shape)].reshape(B, n_save + 1, *a.shape)

@@ -19,11 +19,12 @@ from jaxtyping import Array, Float
 Vec = list
 Mat = list
 _UNROLL_SOLVE = 4  # largest n whose Cayley solve is unrolled
+_UNROLL_LINEAR = 8  # largest m whose linear solve (solve_small) is unrolled
 _UNROLL_REDUCE = 64  # largest size whose reductions are written entry by entry
 
 __all__ = [
     "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
-    "transpose", "wedge", "lin", "solve", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
+    "transpose", "wedge", "lin", "solve", "solve_small", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
     "max_entry",
 ]
 
@@ -131,28 +132,53 @@ def wedge(a: Vec, b: Vec) -> Mat:
     return [[0.0 if i == j else _dot([_mul(a[i], b[j]), _mul(-1.0, _mul(b[i], a[j]))]) for j in range(n)] for i in range(n)]
 
 
-def solve(A: Mat, B: Mat) -> Mat:
-    """``A⁻¹B`` for nested lists of scalars (or same-shaped arrays) by Gauss–Jordan elimination
-    without pivoting, unrolled.
+def solve(A: Mat, B: Mat, pivot: bool = False) -> Mat:
+    """``A⁻¹B`` for nested lists of scalars (or same-shaped arrays) by Gauss–Jordan elimination,
+    unrolled.
 
-    For matrices whose leading minors stay away from 0: ``I − X`` with X skew (minors ≥ 1)
+    Without ``pivot``, for matrices whose leading minors stay away from 0: ``I − X`` with X
+    skew (minors ≥ 1), symmetric positive definite matrices (a mass tensor, a Gram matrix),
     and the Newton matrix ``I − dt A ⊗ f'(y)`` of an implicit Runge–Kutta step, which tends
-    to the identity as ``dt → 0``. A breakdown gives non-finite entries, which callers report
-    through their result code. The scalar operations fuse into a few elementwise kernels,
-    where a LAPACK call, or row operations on a small array, cost mostly call overhead
-    (measured on CPU for 6 × 6: 0.13 µs, against 0.36 µs for an LU factorisation and 0.94 µs
-    for the same elimination on the array). Constant 0/1 entries (an identity ``B``) are
-    skipped. The code grows as m³: use it up to m ≈ 8 (at 12 the compile takes seconds and the
-    run is slower than :func:`gauss_jordan`).
+    to the identity as ``dt → 0``. With ``pivot``, partial pivoting as LAPACK's LU does it,
+    written as conditional row swaps (``where``) so that it stays elementwise code: for
+    column k each lower row is swapped into place when its entry is larger in magnitude.
+    A breakdown (a singular matrix) gives non-finite entries, which callers report through
+    their result code. The scalar operations fuse into a few elementwise kernels, where a
+    LAPACK call, or row operations on a small array, cost mostly call overhead (measured on
+    CPU for 6 × 6: 0.13 µs, against 0.36 µs for an LU factorisation and 0.94 µs for the same
+    elimination on the array), and they run entry by entry in a fused GPU kernel
+    (:mod:`lpjax._soa`), where an LU is a primitive of its own. Constant 0/1 entries (an
+    identity ``B``) are skipped. The code grows as m³: use it up to m ≈ 8 (at 12 the compile
+    takes seconds and the run is slower than :func:`gauss_jordan`); :func:`solve_small`
+    picks.
     """
     m = len(A)
     rows = [list(A[i]) + list(B[i]) for i in range(m)]
     for k in range(m):
+        if pivot:
+            for i in range(k + 1, m):
+                swap = jnp.abs(rows[i][k]) > jnp.abs(rows[k][k])
+                rows[k], rows[i] = ([jnp.where(swap, a, b) for a, b in zip(rows[i], rows[k])],
+                                    [jnp.where(swap, b, a) for a, b in zip(rows[i], rows[k])])
         p = 1.0 / rows[k][k]
-        pivot = [_mul(p, x) for x in rows[k]]
-        rows = [pivot if i == k else [_dot([x, -_mul(rows[i][k], q)]) for x, q in zip(rows[i], pivot)]
+        pivot_row = [_mul(p, x) for x in rows[k]]
+        rows = [pivot_row if i == k else [_dot([x, -_mul(rows[i][k], q)]) for x, q in zip(rows[i], pivot_row)]
                 for i in range(m)]
     return [r[m:] for r in rows]
+
+
+def solve_small(A: Float[Array, "m m"], b: Float[Array, "m *k"], pivot: bool = False) -> Float[Array, "m *k"]:
+    """``A⁻¹b`` for one small matrix: :func:`solve` unrolled up to ``m = 8``,
+    ``jnp.linalg.solve`` above. ``pivot=False`` is for matrices that need no pivoting (see
+    :func:`solve`: SPD, near the identity); a general matrix needs ``pivot=True``."""
+    m = A.shape[-1]
+    if A.ndim != 2 or b.ndim not in (1, 2):
+        raise ValueError(f"solve_small: A must be (m, m) and b (m,) or (m, k), got {A.shape} and {b.shape}")
+    if m > _UNROLL_LINEAR:
+        return jnp.linalg.solve(A, b)
+    B = b[:, None] if b.ndim == 1 else b
+    X = stack_matrix(solve(unstack_matrix(A), unstack_matrix(B), pivot=pivot))
+    return X[:, 0] if b.ndim == 1 else X
 
 
 def identity(m: int) -> Mat:

@@ -63,7 +63,7 @@ _REDUCERS = {
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat": "jaxpr", "checkpoint": "jaxpr",
-          "custom_vjp_call_jaxpr": "fun_jaxpr"}
+          "custom_vjp_call_jaxpr": "fun_jaxpr", "eval_jaxpr": "call_jaxpr"}
 
 
 def _is_entries(v) -> bool:
@@ -138,6 +138,41 @@ def _move(ctx: Context, eqn, vals):
             out[i] = pool[int(where[i])]
         outs.append(out)
     return outs
+
+
+_SCATTERS = {"scatter-add": lax.add, "scatter_add": lax.add, "scatter-mul": lax.mul, "scatter_mul": lax.mul,
+             "scatter-min": lax.min, "scatter_min": lax.min, "scatter-max": lax.max, "scatter_max": lax.max}
+
+
+def _scatter_combine(ctx: Context, eqn, vals):
+    """``scatter-add/mul/min/max`` with indices known at trace time (autodiff's transpose of
+    indexing, ``x.at[i].add(u)``, ``x.at[i].multiply(s)``): each output entry is its operand
+    entry combined with the updates that land on it, which a scatter-add of one-hot updates
+    (the same dimension numbers) finds."""
+    operand, indices, updates = vals
+    name = eqn.primitive.name
+    if _is_entries(indices):
+        raise Unfusable(f"{name} with indices that depend on the members")
+    o_aval, u_aval = eqn.invars[0].aval, eqn.invars[2].aval
+    n_u = math.prod(u_aval.shape)
+    params = {k: v for k, v in eqn.params.items() if k not in ("update_jaxpr", "update_consts")}
+    with jax.ensure_compile_time_eval():
+        one_hot = jnp.eye(n_u, dtype=np.float32).reshape((n_u, *u_aval.shape))
+        zeros = jnp.zeros(o_aval.shape, np.float32)
+        hits = jax.vmap(lambda u: lax.scatter_add(zeros, jnp.asarray(indices), u, params["dimension_numbers"],
+                                                  mode=params.get("mode")))(one_hot)
+    hits = np.asarray(hits).reshape(n_u, -1).astype(int)  # hits[j, i]: times update j lands on entry i
+    op = _SCATTERS[name]
+    o = ctx.entries(operand, o_aval.shape).reshape(-1)
+    u = ctx.entries(updates, u_aval.shape).reshape(-1)
+    out = np.empty(o.size, object)
+    for i in range(o.size):
+        acc = o[i]
+        for j in np.flatnonzero(hits[:, i]):
+            for _ in range(hits[j, i]):
+                acc = _binary(ctx, op, acc, u[j])
+        out[i] = acc
+    return [out.reshape(o_aval.shape)]
 
 
 def _reduce(ctx: Context, eqn, vals):
@@ -218,11 +253,21 @@ def from_vectors(flat: Sequence, avals) -> list:
     return out
 
 
+def _scan_operands(params: dict, vals: list) -> tuple[list, list, list]:
+    """A scan's operands as ``(consts, carry, xs)``: counted by ``num_consts``/``num_carry``
+    (JAX ≤ 0.10) or grouped by the flat tree ``ft_in`` (JAX ≥ 0.11)."""
+    if "num_consts" in params:
+        nc, ncarry = params["num_consts"], params["num_carry"]
+        return list(vals[:nc]), list(vals[nc:nc + ncarry]), list(vals[nc + ncarry:])
+    consts, carry, xs = params["ft_in"].update(list(vals)).unpack()
+    return list(consts), list(carry), list(xs)
+
+
 def _scan(ctx: Context, eqn, vals):
     p = eqn.params
     body = p["jaxpr"]
-    nc, ncarry = p["num_consts"], p["num_carry"]
-    consts, init, xs = vals[:nc], vals[nc:nc + ncarry], vals[nc + ncarry:]
+    consts, init, xs = _scan_operands(p, vals)
+    nc, ncarry = len(consts), len(init)
     in_avals = [v.aval for v in body.jaxpr.invars]
     carry_avals = in_avals[nc:nc + ncarry]
     x_avals = in_avals[nc + ncarry:]
@@ -266,7 +311,9 @@ def _while(ctx: Context, eqn, vals):
         go = pred(flat)
         return [jnp.where(go, n, o) for n, o in zip(new, flat)] if jnp.ndim(go) else new
 
-    out = lax.while_loop(lambda flat: jnp.any(pred(flat)), body, vectors(ctx, init, avals))
+    # "any member still going" as a max over an int32 vector: a reduction that Triton lowers
+    # (jnp.any is reduce_or, which Pallas' Triton lowering does not have)
+    out = lax.while_loop(lambda flat: jnp.max(jnp.asarray(pred(flat), jnp.int32)) > 0, body, vectors(ctx, init, avals))
     return from_vectors(out, avals)
 
 
@@ -314,10 +361,14 @@ def evaluate(ctx: Context, jaxpr, consts, args) -> list:
             outs = _move(ctx, eqn, vals)
         elif name in _REDUCERS:
             outs = _reduce(ctx, eqn, vals)
+        elif name in _SCATTERS:
+            outs = _scatter_combine(ctx, eqn, vals)
         elif name == "dot_general":
             outs = _dot_general(ctx, eqn, vals)
         elif name in _CALLS:
             outs = _call(ctx, eqn, vals)
+        elif name == "call_hi_primitive":  # JAX ≥ 0.11: custom_jvp/vjp and remat as "high" primitives
+            outs = _lowered(ctx, eqn, vals)
         elif name == "scan":
             outs = _scan(ctx, eqn, vals)
         elif name == "while":
@@ -336,6 +387,13 @@ def _call(ctx: Context, eqn, vals):
     if isinstance(sub, jcore.ClosedJaxpr):
         return evaluate(ctx, sub.jaxpr, sub.consts, vals)
     return evaluate(ctx, sub, (), vals)
+
+
+def _lowered(ctx: Context, eqn, vals):
+    """A "high" primitive (``call_hi_primitive``) through its expansion into ordinary ones."""
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in eqn.invars]
+    closed = jax.make_jaxpr(lambda *a: eqn.primitive.to_lojax(*a, **eqn.params))(*avals)
+    return evaluate(ctx, closed.jaxpr, closed.consts, vals)
 
 
 def _uniform(x) -> np.ndarray:

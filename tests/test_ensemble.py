@@ -268,19 +268,23 @@ def test_entrywise_and_fused_kernels_equal_the_scan(name, system, method, y0s):
         np.testing.assert_allclose(got.stats["max_residual"], ref.stats["max_residual"], rtol=0, atol=1e-15)
 
 
+def _spectrum(y):  # an observable with an eigensolver, which the entrywise evaluator does not run
+    return jnp.linalg.eigvalsh(jnp.outer(y, y))
+
+
 def test_what_cannot_be_fused_falls_back_to_the_scan_once():
-    """Collective's Newton solve is a dense LU, which the entrywise evaluator does not run: the
-    ensemble says so once and runs the scan path."""
-    method = lpjax.Collective(lpjax.GaussLegendre(2))
-    ref = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="scan")
-    with pytest.warns(UserWarning, match=r"cannot run entry by entry \(primitive 'lu'\); using kernel='scan'"):
-        got = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused")
-    assert _same(got.final_state, ref.final_state)
+    """An observable with a dense eigensolver (primitive 'eigh') cannot run entry by entry: the
+    ensemble says so once, naming the primitive, and runs the scan path (bit-identical)."""
+    method = lpjax.GaussLegendre(2)
+    ref = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="scan", observe=_spectrum)
+    with pytest.warns(UserWarning, match=r"cannot run entry by entry \(primitive 'eigh'\); using kernel='scan'"):
+        got = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused", observe=_spectrum)
+    assert _same(got.final_state, ref.final_state) and _same(got.observables["observed"], ref.observables["observed"])
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused")  # said once
+        lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused", observe=_spectrum)  # said once
 
 
 def test_bad_inputs():

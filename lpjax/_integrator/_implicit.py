@@ -70,7 +70,7 @@ def newton_update(residual: Residual, args) -> Callable[[Array, Array], Array]:
 
     def update(r, z):
         J = jax.jacfwd(residual)(z, args)
-        return jnp.linalg.solve(J.reshape(r.size, z.size), r.reshape(-1)).reshape(z.shape)
+        return sm.solve_small(J.reshape(r.size, z.size), r.reshape(-1), pivot=True).reshape(z.shape)
 
     return update
 

@@ -35,6 +35,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._algebra import LieAlgebra
 from .._checks import float_vector, is_traced
+from .._small import solve_small
 from ._base import AbstractSystem
 
 __all__ = ["NonholonomicSystem"]
@@ -168,7 +169,7 @@ class NonholonomicSystem(AbstractSystem):
         return self.algebra.vee(jnp.einsum("ai,kij,bj->kab", H, E0, H), check=False)
 
     def angular_velocity(self, x: Float[Array, " m"]) -> Float[Array, " d"]:
-        return jnp.linalg.solve(self._J(x), self.split(x)[0])
+        return solve_small(self._J(x), self.split(x)[0])
 
     # ------------------------------------------------------------------ the system
     def _free_field(self, x):
@@ -195,14 +196,14 @@ class NonholonomicSystem(AbstractSystem):
         _, gammas = self.split(x)
         xis = self.xis(x)
         J, E = self.inertia_operator(gammas, xis), self.constraint_basis(gammas[0])
-        Om = jnp.linalg.solve(J, x[:d])
+        Om = solve_small(J, x[:d])
         gdot, xidot = self.split(f0)[1], self.xis(f0)
         Jdot_Om = jax.jvp(lambda g, xi: self.inertia_operator(g, xi) @ Om, (gammas, xis), (gdot, xidot))[1]
-        JinvE = jnp.linalg.solve(J, E.T)
+        JinvE = solve_small(J, E.T)
         rate = JinvE.T @ (f0[:d] - Jdot_Om)
         if self.n > 3:  # in 3D, E = γ/|γ| and Ė·ω = (γ × ω)·ω/|γ| = 0
             rate = rate + jax.jvp(self.constraint_basis, (gammas[0],), (gdot[0],))[1] @ Om
-        mu = -jnp.linalg.solve(E @ JinvE, rate)
+        mu = -solve_small(E @ JinvE, rate)
         return f0.at[:d].add(E.T @ mu)
 
     def density(self, x: Float[Array, " m"]) -> Scalar:
@@ -212,7 +213,7 @@ class NonholonomicSystem(AbstractSystem):
         rho = jnp.abs(jnp.linalg.det(J)) ** -0.5
         if self.constrained:
             E = self.constraint_basis(self.split(x)[1][0])
-            rho = rho * jnp.sqrt(jnp.linalg.det(E @ jnp.linalg.solve(J, E.T)))
+            rho = rho * jnp.sqrt(jnp.linalg.det(E @ solve_small(J, E.T)))
         return rho
 
     def energy(self, x: Float[Array, " m"]) -> Scalar:
@@ -265,8 +266,8 @@ class NonholonomicSystem(AbstractSystem):
             return x
         k, gammas = self.split(x)
         E = self.constraint_basis(gammas[0])
-        JinvE = jnp.linalg.solve(self._J(x), E.T)
-        mu = jnp.linalg.solve(E @ JinvE, JinvE.T @ k)
+        JinvE = solve_small(self._J(x), E.T)
+        mu = solve_small(E @ JinvE, JinvE.T @ k)
         return x.at[: self.algebra.dim].add(-E.T @ mu)
 
     def check_state(self, x: Array) -> None:
