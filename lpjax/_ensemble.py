@@ -287,15 +287,16 @@ def ensemble(
               over the steps;
             - ``"entries"``: the member program entry by entry over the block
               (:mod:`lpjax._soa`: every value a vector over the members), in ``lax.scan``;
-            - ``"fused"``: one Pallas kernel per block of members with the whole time loop
-              inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode (slow: for
-              tests);
+            - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
+              loop inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode
+              (slow: for tests);
             - ``"auto"`` (default): ``"fused"`` on a GPU, ``"scan"`` otherwise.
 
             A program the entrywise evaluator cannot run (an unsupported primitive) falls back
-            to ``"scan"`` with a warning, once per method and system.
+            to ``"scan"`` with a warning naming the primitive, once per method and system.
 
-    Returns an :class:`EnsembleSolution`.
+    Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
+    :func:`ensemble_function` returns for the same arguments.
     """
     n_steps, save_every = _check_schedule(n_steps, save_every, dt, "ensemble")
     if chunk_size is not None:

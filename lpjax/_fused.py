@@ -1,13 +1,26 @@
-"""The fused ensemble kernel: one Pallas kernel runs a block of members through the whole run.
+"""The fused ensemble kernel: one Pallas (Triton) kernel runs a block of members through the
+whole run.
 
-Each program of the grid takes ``block`` members. Their state components are loaded from a
-members-last ``(d, N)`` array as vectors over the block, the member program (``init``, then
+Each program of the grid takes ``block`` members, and sees only them: the states, the
+outputs and a batched system's arrays are members-last ``(entries, N)`` arrays whose
+``BlockSpec`` gives program ``i`` the columns ``i·block … (i+1)·block − 1``; the method's
+arrays and a shared system's arrays come whole (scalars). The member program (``init``, then
 ``n_save`` times ``advance`` (``save_every`` steps of the method's own step) and ``observe``,
-then ``summary``) runs entry by entry (:mod:`lpjax._soa`) with the time loop inside the
-kernel, and only the observables at the saves, the final state, the result codes and the
-statistics are written back. On a GPU the state then stays in registers for the whole run,
-where a ``lax.scan`` over the ensemble reads and writes every component in memory at every
-step. On CPU the kernel runs in Pallas' interpret mode (for tests: it is slow).
+then ``summary``) runs entry by entry (:mod:`lpjax._soa`), every value a vector over the
+block, with the time loop inside the kernel: the state is loaded once, stays in registers for
+the whole run, and only the observables at the saves, the final state, the result codes and
+the statistics are stored. (A ``lax.scan`` over the ensemble reads and writes every component
+in memory at every step.)
+
+Triton, explicitly (``compiler_params=triton.CompilerParams``): without them ``pallas_call``
+takes the Mosaic GPU route on JAX ≥ 0.10, which copies whole arrays into shared memory and
+refuses float64. ``num_warps = block / 32``: one member per thread, so a member's carry
+(state, result code, statistics) is held in one thread's registers, as in a hand-written
+CUDA kernel with one thread per member. ``num_stages = 1``: Triton's software pipelining
+overlaps global loads with a loop's compute, and the step loops here load nothing, so more
+stages would only reserve shared memory. On CPU the kernel runs in Pallas' interpret mode
+(for tests: it is slow); ``platform="gpu"`` on a machine without one builds the GPU kernel,
+for lowering with ``jax.export(..., platforms=("cuda",))``.
 
 The member program is traced once per member, with every array it uses (the system's, the
 method's, dt) passed in as a kernel input: a kernel cannot close over traced values.
@@ -15,7 +28,9 @@ method's, dt) passed in as a kernel input: a kernel cannot close over traced val
 
 from __future__ import annotations
 
+import contextlib
 import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -26,9 +41,21 @@ from jax.experimental.pallas import triton as plt
 
 from ._soa import Context, Unfusable, evaluate, from_vectors, vectors
 
-__all__ = ["run_fused"]
+__all__ = ["run_fused", "printing_triton_ir"]
 
-_DEBUG = [False]
+_debug = False
+
+
+@contextlib.contextmanager
+def printing_triton_ir():
+    """Within it, the fused kernel is built with ``pallas_call(debug=True)``, which prints the
+    kernel's jaxpr and its Triton IR when it is lowered for a GPU (tests read the IR)."""
+    global _debug
+    before, _debug = _debug, True
+    try:
+        yield
+    finally:
+        _debug = before
 
 
 def _member_avals(leaves, batched: bool) -> list:
@@ -96,12 +123,11 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
         sum_refs = refs[1 + n_mem + n_dyn:1 + n_mem + n_dyn + len(sum_avals)]
         obs_refs = refs[1 + n_mem + n_dyn + len(sum_avals):]
         ctx = Context(block)
-        members = slice(None)
 
         def load(ref, aval, per_member: bool):
             e = np.empty(max(1, math.prod(aval.shape)), object)
             for k in range(e.size):
-                e[k] = ref[k, members] if per_member else ref[k]
+                e[k] = ref[k, :] if per_member else ref[k]
             return e[: math.prod(aval.shape)].reshape(aval.shape)
 
         mem_e = [load(r, a, False) for r, a in zip(mem_refs, mem_avals)]
@@ -111,7 +137,7 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
         def store(ref, values, avals, *at):
             for v, r, a in zip(values, ref, avals):
                 for k, x in enumerate(ctx.entries(v, a.shape).reshape(-1)):
-                    r[(*at, k, members)] = ctx.full(x, a.dtype)
+                    r[(*at, k, slice(None))] = ctx.full(x, a.dtype)
 
         def run(closed, *args):
             return evaluate(ctx, closed.jaxpr, closed.consts, [x for group in args for x in group])
@@ -130,7 +156,7 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
     interpret = platform != "gpu"
     params = None if interpret else plt.CompilerParams(num_warps=max(1, block // 32), num_stages=1)
     outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(B // block,), in_specs=in_specs, out_specs=out_specs,
-                          interpret=interpret, compiler_params=params, debug=_DEBUG[0])(*inputs)
+                          interpret=interpret, compiler_params=params, debug=_debug)(*inputs)
     sums, obs = outs[: len(sum_avals)], outs[len(sum_avals):]
     summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, sum_avals)]
     saved = [jnp.moveaxis(o, -1, 0)[..., : math.prod(a.shape)].reshape(B, n_save + 1, *a.shape)

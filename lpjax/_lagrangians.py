@@ -8,6 +8,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
+from ._small import logdet_spd
 from ._system import AbstractSystem, ClebschFlowFamily, FreeRigidBodyFamily, LagrangeTopFamily
 
 __all__ = ["moser_veselov", "suris_clebsch", "suris_lagrange_top"]
@@ -16,7 +17,7 @@ __all__ = ["moser_veselov", "suris_clebsch", "suris_lagrange_top"]
 def _tr_log(W: Float[Array, "n n"]) -> Scalar:
     """``tr log(2I + W + W⁻¹) = log det(2I + W + Wᵀ)`` on SO(n) (positive definite off −1)."""
     n = W.shape[-1]
-    return jnp.linalg.slogdet(2 * jnp.eye(n, dtype=W.dtype) + W + W.T)[1]
+    return logdet_spd(2 * jnp.eye(n, dtype=W.dtype) + W + W.T)
 
 
 @final

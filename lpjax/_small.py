@@ -24,7 +24,7 @@ _UNROLL_REDUCE = 64  # largest size whose reductions are written entry by entry
 
 __all__ = [
     "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
-    "transpose", "wedge", "lin", "solve", "solve_small", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
+    "transpose", "wedge", "lin", "solve", "solve_small", "logdet_spd", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
     "max_entry",
 ]
 
@@ -179,6 +179,23 @@ def solve_small(A: Float[Array, "m m"], b: Float[Array, "m *k"], pivot: bool = F
     B = b[:, None] if b.ndim == 1 else b
     X = stack_matrix(solve(unstack_matrix(A), unstack_matrix(B), pivot=pivot))
     return X[:, 0] if b.ndim == 1 else X
+
+
+def logdet_spd(A: Float[Array, "m m"]) -> Float[Array, ""]:
+    """``log det A`` for a symmetric positive definite ``A``: the sum of the logs of the pivots
+    of Gaussian elimination without pivoting, unrolled up to ``m = 8`` (so that it runs entry
+    by entry, where ``slogdet`` is an LU), ``jnp.linalg.slogdet`` above."""
+    m = A.shape[-1]
+    if m > _UNROLL_LINEAR:
+        return jnp.linalg.slogdet(A)[1]
+    rows = unstack_matrix(A)
+    terms = []
+    for k in range(m):
+        terms.append(jnp.log(rows[k][k]))
+        for i in range(k + 1, m):
+            f = rows[i][k] / rows[k][k]
+            rows[i] = [None] * (k + 1) + [rows[i][j] - f * rows[k][j] for j in range(k + 1, m)]
+    return sum(terms[1:], terms[0])
 
 
 def identity(m: int) -> Mat:
