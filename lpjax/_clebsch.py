@@ -205,7 +205,9 @@ def _lift_iterations(c: Array, sign: int, mu: Array, z0: Array, q_fixed: Optiona
         eps = jnp.finfo(z.dtype).eps
         lam = 1e-3 * jnp.sqrt(jnp.sum(r * r)) + eps * jnp.max(jnp.diag(AAt)) + jnp.finfo(z.dtype).tiny
         lam = jax.lax.stop_gradient(lam)  # a damping choice, not part of the solution
-        step = A.T @ solve_small(AAt + lam * jnp.eye(n, dtype=z.dtype), r)  # damped: SPD
+        # pivoting although the matrix is SPD: near a rank-deficient A Aᵀ (mu = 0) the damping is at
+        # roundoff level, and unpivoted elimination left a residual of 2e-12 (> _LIFT_TOL), pivoted 7e-18
+        step = A.T @ solve_small(AAt + lam * jnp.eye(n, dtype=z.dtype), r, pivot=True)
         return z - step, None
 
     if q_fixed is not None:

@@ -272,8 +272,10 @@ def test_entrywise_and_fused_kernels_equal_the_scan(name, system, method, y0s):
     assert ref.failed.tolist() == [9]
     for kernel in ("entries", "fused"):
         got = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel=kernel, **kw)
-        np.testing.assert_allclose(got.final_state, ref.final_state, rtol=0, atol=1e-13)
-        np.testing.assert_allclose(got.observables["casimirs"], ref.observables["casimirs"], rtol=0, atol=1e-13)
+        for a, b in ((got.final_state, ref.final_state), (got.observables["casimirs"], ref.observables["casimirs"])):
+            # roundoff of reordered sums: 1e-13 at unit scale, scaled with the size of the entries
+            # (so(4)'s quartic Casimir reaches 1e2, where two CPUs differed by 1.5e-15 relative)
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * max(1.0, float(np.nanmax(np.abs(b)))))
         assert np.array_equal(np.isnan(got.final_state), np.isnan(ref.final_state))
         np.testing.assert_array_equal(got.result, ref.result)
         for k in ("max_iterations", "num_failed_steps"):
