@@ -39,7 +39,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-from ._soa import Context, Unfusable, evaluate, from_vectors, vectors
+from ._soa import Context, Unfusable, evaluate, from_vectors, trace, vectors
 
 __all__ = ["run_fused", "printing_triton_ir"]
 
@@ -63,7 +63,7 @@ def _member_avals(leaves, batched: bool) -> list:
 
 
 def _trace(fn, *avals):
-    closed, out = jax.make_jaxpr(fn, return_shape=True)(*avals)
+    closed, out = trace(fn, *avals)
     if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
         raise Unfusable("the member program closes over traced values")
     return closed, out

@@ -9,8 +9,10 @@ is a scalar array (or a Python float, for structural zeros and ones).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +27,24 @@ _UNROLL_REDUCE = 64  # largest size whose reductions are written entry by entry
 __all__ = [
     "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
     "transpose", "wedge", "lin", "solve", "solve_small", "logdet_spd", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
-    "max_entry",
+    "max_entry", "entrywise_solves",
 ]
+
+_ENTRYWISE = contextvars.ContextVar("lpjax_entrywise_solves", default=False)
+
+
+@contextlib.contextmanager
+def entrywise_solves() -> Iterator[None]:
+    """Within it, :func:`solve_small` and :func:`logdet_spd` trace to unrolled scalar code
+    (no LU primitive), as the entrywise evaluator (:mod:`lpjax._soa`) and the fused kernel need;
+    outside it they are LAPACK calls. Both are set while those trace a member's program. The
+    unrolled code takes longer to compile under ``vmap``/``scan`` (measured: a rubber-sphere
+    GL4 test, 11 s against 29 s), so it is kept to where it is needed."""
+    token = _ENTRYWISE.set(True)
+    try:
+        yield
+    finally:
+        _ENTRYWISE.reset(token)
 
 
 def max_entry(x: Array) -> Array:
@@ -168,13 +186,14 @@ def solve(A: Mat, B: Mat, pivot: bool = False) -> Mat:
 
 
 def solve_small(A: Float[Array, "m m"], b: Float[Array, "m *k"], pivot: bool = False) -> Float[Array, "m *k"]:
-    """``A⁻¹b`` for one small matrix: :func:`solve` unrolled up to ``m = 8``,
-    ``jnp.linalg.solve`` above. ``pivot=False`` is for matrices that need no pivoting (see
-    :func:`solve`: SPD, near the identity); a general matrix needs ``pivot=True``."""
+    """``A⁻¹b`` for one small matrix: inside :func:`entrywise_solves`, :func:`solve` unrolled up
+    to ``m = 8``; otherwise (and above 8) ``jnp.linalg.solve``. ``pivot=False`` is for matrices
+    that need no pivoting (see :func:`solve`: SPD, near the identity); a general matrix needs
+    ``pivot=True``."""
     m = A.shape[-1]
     if A.ndim != 2 or b.ndim not in (1, 2):
         raise ValueError(f"solve_small: A must be (m, m) and b (m,) or (m, k), got {A.shape} and {b.shape}")
-    if m > _UNROLL_LINEAR:
+    if m > _UNROLL_LINEAR or not _ENTRYWISE.get():
         return jnp.linalg.solve(A, b)
     B = b[:, None] if b.ndim == 1 else b
     X = stack_matrix(solve(unstack_matrix(A), unstack_matrix(B), pivot=pivot))
@@ -183,10 +202,11 @@ def solve_small(A: Float[Array, "m m"], b: Float[Array, "m *k"], pivot: bool = F
 
 def logdet_spd(A: Float[Array, "m m"]) -> Float[Array, ""]:
     """``log det A`` for a symmetric positive definite ``A``: the sum of the logs of the pivots
-    of Gaussian elimination without pivoting, unrolled up to ``m = 8`` (so that it runs entry
-    by entry, where ``slogdet`` is an LU), ``jnp.linalg.slogdet`` above."""
+    of Gaussian elimination without pivoting, unrolled up to ``m = 8`` inside
+    :func:`entrywise_solves` (so that it runs entry by entry, where ``slogdet`` is an LU),
+    ``jnp.linalg.slogdet`` otherwise."""
     m = A.shape[-1]
-    if m > _UNROLL_LINEAR:
+    if m > _UNROLL_LINEAR or not _ENTRYWISE.get():
         return jnp.linalg.slogdet(A)[1]
     rows = unstack_matrix(A)
     terms = []

@@ -31,12 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._small import entrywise_solves
 from ._soa_rules import (
     _ELEMENTWISE, _MOVES, _REDUCERS, _SCATTERS, Context, Unfusable, _constant, _dot_general, _elementwise,
     _is_entries, _move, _reduce, _scatter_combine, _stacked, from_vectors, vectors,
 )
 
-__all__ = ["Unfusable", "Context", "members_last", "split", "join", "evaluate", "vectors", "from_vectors"]
+__all__ = ["Unfusable", "Context", "members_last", "split", "join", "evaluate", "vectors", "from_vectors", "trace"]
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat": "jaxpr", "checkpoint": "jaxpr",
@@ -238,7 +239,7 @@ def members_last(fn: Callable, batched: Any) -> Callable:
 
         member = [jax.ShapeDtypeStruct(jnp.shape(leaves[k])[:-1] if flags[k] else jnp.shape(leaves[k]),
                                        jnp.result_type(leaves[k])) for k in arrays]
-        closed, out_shape = jax.make_jaxpr(one, return_shape=True)(*member)
+        closed, out_shape = trace(one, *member)
         ctx = Context(B)
         ins = [split(leaves[k], flags[k]) for k in arrays]
         outs = evaluate(ctx, closed.jaxpr, closed.consts, ins)
@@ -246,6 +247,14 @@ def members_last(fn: Callable, batched: Any) -> Callable:
         return jax.tree.unflatten(out_tree, [join(o, B, s.dtype) for o, s in zip(outs, out_leaves)])
 
     return run
+
+
+def trace(fn: Callable, *avals) -> tuple:
+    """``jax.make_jaxpr(fn, return_shape=True)`` with small linear solves unrolled
+    (:func:`lpjax._small.entrywise_solves`): LU has no entrywise rule. ``fn`` is wrapped afresh
+    so that JAX's trace cache cannot hand back a trace made outside the context."""
+    with entrywise_solves():
+        return jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*avals)
 
 
 def _broadcast_prefix(prefix, tree) -> list:

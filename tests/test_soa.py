@@ -2,6 +2,8 @@
 value a vector over the members, agrees with ``vmap`` (member axis last) for every method's own
 step, for loops whose trip count differs between members, and refuses what it cannot run."""
 
+import re
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -118,3 +120,27 @@ def test_what_it_cannot_run_is_refused():
         members_last(lambda y: y[(y[0] > 1.0).astype(jnp.int32)], True)(ys)
     with pytest.raises(ValueError, match="one common last axis"):
         members_last(lambda y, z: y + z, (True, True))(ys, ys[:2, :3])
+
+
+def test_small_solves_unroll_only_where_traced_entry_by_entry():
+    """``solve_small``/``logdet_spd`` are LAPACK calls in a vmapped program (cheap to compile) and
+    LU-free scalar code inside the entrywise trace; both give the same numbers."""
+    from lpjax._small import logdet_spd, solve_small
+    from lpjax._soa import trace
+
+    A = jnp.asarray(RNG.normal(size=(6, 6)) + 6 * np.eye(6))
+    S, b = A @ A.T, jnp.asarray(RNG.normal(size=6))
+
+    def f(A, S, b):
+        return solve_small(A, b, pivot=True), solve_small(S, b), logdet_spd(S)
+
+    def calls(jaxpr):  # primitives called anywhere, nested jaxprs included
+        return set(re.findall(r"= (\w+)\[?", str(jaxpr)))
+
+    assert "lu" in calls(jax.make_jaxpr(f)(A, S, b))
+    unrolled = trace(f, A, S, b)[0]
+    assert not calls(unrolled) & {"lu", "cholesky", "triangular_solve", "custom_linear_solve"}
+    got, ref = jax.core.eval_jaxpr(unrolled.jaxpr, unrolled.consts, A, S, b), f(A, S, b)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-13)
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-13)
+    np.testing.assert_allclose(got[2], np.linalg.slogdet(np.asarray(S))[1], rtol=1e-14)
