@@ -1,14 +1,17 @@
 """Argument validators shared by every layer: one place for each kind of check.
 
 Concrete input is checked eagerly and raises ``ValueError`` naming the argument and what was
-expected; traced input (under ``jit``/``vmap``/``grad``) is checked with ``eqx.error_if``.
+expected; traced input (under ``jit``/``vmap``/``grad``) is checked with ``eqx.error_if``, or,
+inside :func:`invalid_as_nan` (a fit's trial parameters), made NaN.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import warnings
-from typing import Optional
+from typing import Iterator, Optional
 
 import equinox as eqx
 import jax
@@ -17,6 +20,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 __all__ = [
+    "invalid_as_nan",
     "is_traced",
     "positive_int",
     "optional_tol",
@@ -81,8 +85,26 @@ def float_vector(y: Array, size: Optional[int], who: str) -> None:
         raise ValueError(f"{who}: state must have a floating dtype (float32/float64), got {dtype}")
 
 
+_INVALID_AS_NAN = contextvars.ContextVar("lpjax_invalid_as_nan", default=False)
+
+
+@contextlib.contextmanager
+def invalid_as_nan() -> Iterator[None]:
+    """Within it, traced parameters that fail a check become NaN instead of raising: a
+    least-squares trial point outside the valid region (a negative inertia) is then a rejected
+    step of that start, not an error for a whole batch of starts (``eqx.error_if`` under ``vmap``
+    fires for all members)."""
+    token = _INVALID_AS_NAN.set(True)
+    try:
+        yield
+    finally:
+        _INVALID_AS_NAN.reset(token)
+
+
 def _checked(x: Array, bad, message: str) -> Array:
     if is_traced(bad):
+        if _INVALID_AS_NAN.get():
+            return jnp.where(bad, jnp.nan, x)
         return eqx.error_if(x, bad, message)
     if bool(bad):
         raise ValueError(f"{message}, got {x}")

@@ -1,12 +1,15 @@
-"""Fitting (lpjax.fit): least squares through the integrator, standard errors, identifiability."""
+"""Fitting (lpjax.fit): least squares through the integrator, standard errors, identifiability,
+goodness of fit, several starting points."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import lpjax
-from lpjax.fit import least_squares
+from lpjax.fit import FitWarning, least_squares
 from lpjax.systems import heavy_top, rigid_body
+
+pytestmark = pytest.mark.filterwarnings("error::lpjax.fit.FitWarning")  # a good fit must not warn
 
 I_TRUE = np.array([1.0, 2.0, 3.0])
 M0 = jnp.array([1.0, 0.5, 0.8])
@@ -29,6 +32,8 @@ def test_rigid_body_with_I1_fixed_is_recovered_within_standard_errors():
     y_obs = _data(rigid_body(jnp.asarray(I_TRUE)), M0, sigma, 0)
     fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), M0, T_OBS, y_obs, dt=0.05)
     assert fit.identifiable and fit.null_direction is None
+    assert fit.converged and fit.consistent and fit.reduced_chi2 is None and (fit.starts, fit.starts_at_best) == (1, 1)
+    assert fit.max_standardized_residual < 4 and abs(fit.residual_correlation) < 0.3
     assert fit.gradient <= 1e-10
     assert np.all(np.abs(np.asarray(fit.theta) - I_TRUE[1:]) <= 3 * np.asarray(fit.stderr))
     assert fit.cost <= _residual_cost(_rigid_body_I1_fixed, I_TRUE[1:], y_obs)
@@ -109,3 +114,54 @@ def test_a_second_fit_with_new_data_does_not_retrace():
     fit = least_squares(_counting_build, jnp.array([2.0, 3.0]), 1.1 * M0, T_OBS, y_b, dt=0.05)
     assert _BUILDS[0] == traced + 1  # only the eager check of build(theta0)
     np.testing.assert_allclose(fit.theta, [2.2, 2.9], atol=3 * float(jnp.max(fit.stderr)))
+
+
+def _three_inertia_data():
+    """The newcomer's case: 40 samples of M(t), noise 1e-3; from (1.2, 1.7, 3.4), plain
+    Levenberg–Marquardt stops at a local minimum with cost 17.4 (θ ≈ (0.945, 4.175, 0.7245))."""
+    return _data(rigid_body(jnp.asarray(I_TRUE)), M0, 1e-3, 0)
+
+
+def test_a_fit_that_misses_the_data_is_flagged_then_fixed_by_several_starts():
+    y_obs = _three_inertia_data()
+    start = jnp.array([1.2, 1.7, 3.4])
+    with pytest.warns(FitWarning, match=r"inconsistent with the noise: reduced chi2 .*try starts="):
+        bad = least_squares(lambda th: rigid_body(th), start, M0, T_OBS, y_obs, dt=0.05, sigma=1e-3)
+    assert bad.converged and not bad.consistent  # a true local minimum, not an unfinished run
+    assert bad.cost > 10 and bad.reduced_chi2 > 1e5 and bad.max_standardized_residual > 500
+    assert bad.residual_correlation > 0.9
+    with pytest.warns(FitWarning, match="residuals correlated in time"):  # flagged without sigma too
+        least_squares(lambda th: rigid_body(th), start, M0, T_OBS, y_obs, dt=0.05)
+
+    two = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), M0, T_OBS, y_obs, dt=0.05, sigma=1e-3)
+    fit = least_squares(lambda th: rigid_body(th), start, M0, T_OBS, y_obs, dt=0.05, sigma=1e-3, starts=8)
+    assert fit.consistent and fit.starts == 8 and 1 <= fit.starts_at_best < 8
+    assert abs(fit.cost - two.cost) <= 1e-6 * two.cost
+    assert two.reduced_chi2 == pytest.approx(1, abs=5 * np.sqrt(2 / 118))
+    # on the null family: 1/θ − 1/(1, θ₂, θ₃) of the two-parameter fit is a multiple of (1, 1, 1)
+    shift = 1 / np.asarray(fit.theta) - 1 / np.concatenate([[1.0], np.asarray(two.theta)])
+    assert np.ptp(shift) <= 1e-6 and abs(shift[0]) > 1e-3
+
+
+def test_starts_as_an_array_and_a_start_whose_integration_fails():
+    """A start at I₂ = 1e-4 makes GL4's fixed-point iteration fail (and its trial steps reach
+    negative inertias): that start is dropped, the others go on. With no usable start, the error
+    says so."""
+    y_obs = _data(rigid_body(jnp.asarray(I_TRUE)), M0, 1e-4, 6)
+    starts = np.array([[1.7, 3.4], [1e-4, 3.0], [2.3, 2.6]])
+    fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), M0, T_OBS, y_obs, dt=0.05, starts=starts)
+    assert (fit.starts, fit.starts_at_best) == (3, 2) and fit.consistent
+    np.testing.assert_allclose(fit.theta, I_TRUE[1:], atol=3 * float(jnp.max(fit.stderr)))
+    with pytest.raises(ValueError, match="integration failed from every starting point"):
+        least_squares(_rigid_body_I1_fixed, jnp.array([1e-4, 3.0]), M0, T_OBS, y_obs, dt=0.05)
+    for bad in (0, np.ones((2, 3)), np.array([[np.nan, 1.0]])):
+        with pytest.raises(ValueError, match="starts must be"):
+            least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), M0, T_OBS, y_obs, dt=0.05, starts=bad)
+
+
+def test_an_unfinished_minimisation_warns():
+    y_obs = _data(rigid_body(jnp.asarray(I_TRUE)), M0, 1e-4, 7)
+    with pytest.warns(FitWarning) as record:
+        fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.5, 3.9]), M0, T_OBS, y_obs, dt=0.05, max_steps=2)
+    assert not fit.converged
+    assert any("did not converge within max_steps=2" in str(w.message) for w in record)
