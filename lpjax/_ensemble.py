@@ -27,14 +27,14 @@ from jax.sharding import Mesh, PartitionSpec
 
 from ._checks import cast_floats, positive_int, run_dtype
 from ._ensemble_store import (
-    FORMAT, RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, describe, fingerprint, open_ensemble,
+    RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
+    run_settings,
 )
 from ._ensemble_kernel import (
     CPU_BLOCK, EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel,
 )
 from ._integrator import AbstractIntegrator
 from ._system import AbstractSystem
-from ._version import __version__
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
@@ -355,18 +355,15 @@ def ensemble(
     shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in STATS})
     ts = (np.arange(n_save + 1) * save_every * float(dt)).astype(rdtype)
 
+    settings = run_settings(system, method, dt, n_steps, save_every, observe_name, N, batched, rdtype, kernel,
+                            chunk, metadata)
+    inputs = {"y0s": y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
     store = None
     if out is not None:
-        settings = {
-            "format": FORMAT, "lpjax": __version__, "system": describe(system), "system_arrays": array_digest(system),
-            "method": describe(method), "dt": repr(float(dt)), "n_steps": n_steps, "save_every": save_every,
-            "observe": observe_name, "y0s": array_digest(y0s), "members": N, "chunk_size": chunk, "dtype": str(rdtype),
-            "kernel": kernel,
-        }
-        attrs = {**{k: v for k, v in settings.items() if k not in ("system_arrays", "y0s")},
-                 "fingerprint": fingerprint(settings), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                 "observables": list(shapes_probe), "result_names": list(RESULT_NAMES), "metadata": metadata or {}}
-        store = Store(out, attrs, shapes, n_chunks, chunk, resume)
+        fp = {**settings, "system": describe(system), "method": describe(method), "y0s": array_digest(y0s)}
+        attrs = {**settings, "fingerprint": fingerprint(fp), "observables": list(shapes_probe),
+                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(), "result_names": list(RESULT_NAMES)}
+        store = Store(out, attrs, shapes, n_chunks, chunk, resume, inputs)
         store.write("ts", 0, ts)
         arrays = None
     else:
@@ -406,7 +403,9 @@ def ensemble(
     else:
         sol = EnsembleSolution(ts=ts, observables={k: arrays[f"observables/{k}"] for k in shapes_probe},
                                final_state=arrays["final_state"], result=arrays["result"],
-                               stats={k: arrays[f"stats/{k}"] for k in STATS}, chunk_size=chunk)
+                               stats={k: arrays[f"stats/{k}"] for k in STATS}, chunk_size=chunk, y0s=y0s,
+                               system_arrays={k[len("system/"):]: a for k, a in inputs.items() if k != "y0s"},
+                               settings=settings)
     if throw and sol.failed.size:
         bad = sol.failed
         codes = np.asarray(sol.result[:])[bad]

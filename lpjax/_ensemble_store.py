@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -13,13 +14,15 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ._algebra import LieAlgebra
 from ._integrator import RESULTS
+from ._version import __version__
 
 __all__ = ["EnsembleSolution", "open_ensemble"]
 
 STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")
 RESULT_NAMES = tuple(RESULTS._name_to_item)
-FORMAT = "lpjax.ensemble/1"
+FORMAT = "lpjax.ensemble/2"  # /2: the inputs (y0s, the system's arrays) are stored; /1 stores can still be read
 
 
 # -------------------------------------------------------------------------------- the solution
@@ -38,6 +41,14 @@ class EnsembleSolution(eqx.Module):
             ``num_failed_steps``, per member, as in :class:`lpjax.Solution`.
         store: the zarr store's path, or ``None``. With a store the arrays are zarr arrays,
             read from disk on indexing (``sol.observables["energy"][:100]``); without, NumPy arrays.
+        y0s: the initial states ``(N, d)``.
+        system_arrays: ``{path: array}``, the system's arrays by their path in the module
+            (``"hamiltonian.inertia"``), with a leading axis N when the system was batched.
+        settings: the run's settings, as stored: ``system`` and ``method`` (one-line
+            descriptions) with ``system_arrays``/``method_arrays`` (dtype, shape and SHA-256 of
+            each array), ``dt`` (a number), ``n_steps``, ``save_every``, ``observe``,
+            ``members``, ``batched_system``, ``dtype``, ``kernel``, ``chunk_size``, ``lpjax``
+            (version), ``metadata``, and, in a store, ``created`` and ``fingerprint``.
 
     Reductions over the members (:meth:`mean`, :meth:`min`, :meth:`max`, :meth:`quantile`) read
     the members a chunk at a time (a block of saves at a time for quantiles) and by default
@@ -51,6 +62,9 @@ class EnsembleSolution(eqx.Module):
     stats: dict
     store: Optional[str] = None
     chunk_size: int = 16384
+    y0s: Any = None
+    system_arrays: dict = dataclasses.field(default_factory=dict)
+    settings: dict = dataclasses.field(default_factory=dict)
 
     result_names: tuple = RESULT_NAMES
 
@@ -122,13 +136,59 @@ class EnsembleSolution(eqx.Module):
 
 
 def describe(obj) -> str:
-    """A description of a module without memory addresses (stable across processes)."""
+    """A full description of a module without memory addresses (stable across processes): part
+    of a store's fingerprint."""
     return re.sub(r" at 0x[0-9a-fA-F]+", "", eqx.tree_pformat(obj, short_arrays=True, width=100))
 
 
+def _short(x) -> str:
+    if isinstance(x, LieAlgebra):
+        return x.name
+    if eqx.is_array(x) or isinstance(x, np.ndarray):
+        a = np.asarray(x)
+        if a.size <= 9:
+            return np.array2string(a, precision=6, separator=", ").replace("\n", "")
+        return f"{a.dtype}{list(a.shape)}".replace(" ", "")
+    if isinstance(x, eqx.Module):
+        fields = [f.name for f in dataclasses.fields(x) if not f.name.startswith("_")]
+        return f"{type(x).__name__}(" + ", ".join(f"{n}={_short(getattr(x, n))}" for n in fields) + ")"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(_short(v) for v in x)
+        return f"({inner},)" if isinstance(x, tuple) and len(x) == 1 else (f"({inner})" if isinstance(x, tuple) else f"[{inner}]")
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    if callable(x) and hasattr(x, "__name__"):
+        return x.__name__
+    return repr(x)
+
+
+def summary(obj) -> str:
+    """A one-line, readable description of a system or method: its public fields, an algebra by
+    its name, small arrays by their values (6 digits), larger ones by dtype and shape. The
+    arrays' exact contents are in :func:`array_digest`."""
+    return _short(obj)
+
+
 def array_digest(tree) -> list:
+    """``[dtype, shape, SHA-256 of the bytes]`` of every array of ``tree``."""
     return [[str(a.dtype), list(a.shape), hashlib.sha256(np.ascontiguousarray(np.asarray(a)).tobytes()).hexdigest()]
             for a in jax.tree.leaves(eqx.filter(tree, eqx.is_array))]
+
+
+def arrays_by_path(tree) -> dict:
+    """``{path: numpy array}`` for every array of ``tree`` (path ``"hamiltonian.inertia"``)."""
+    leaves = jax.tree_util.tree_flatten_with_path(eqx.filter(tree, eqx.is_array))[0]
+    return {re.sub(r"[^\w.\[\]-]", "_", jax.tree_util.keystr(k).lstrip(".")): np.asarray(a) for k, a in leaves}
+
+
+def run_settings(system, method, dt, n_steps: int, save_every: int, observe: str, members: int, batched: bool,
+                 dtype, kernel: str, chunk: int, metadata: Optional[dict]) -> dict:
+    """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers."""
+    return {"format": FORMAT, "lpjax": __version__, "system": summary(system), "system_arrays": array_digest(system),
+            "system_array_paths": list(arrays_by_path(system)), "method": summary(method),
+            "method_arrays": array_digest(method), "dt": float(dt), "n_steps": n_steps, "save_every": save_every,
+            "observe": observe, "members": members, "batched_system": batched, "dtype": str(np.dtype(dtype)),
+            "kernel": kernel, "chunk_size": chunk, "metadata": metadata or {}}
 
 
 def fingerprint(settings: dict) -> str:
@@ -140,7 +200,9 @@ class Store:
     chunk, written after the chunk's arrays; zarr writes each file through a temporary file and
     a rename, so a killed run leaves whole files, and a chunk without its flag is recomputed)."""
 
-    def __init__(self, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool):
+    def __init__(self, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool, inputs: dict):
+        """``inputs``: ``{name: array}`` written once, when the store is made (``y0s``,
+        ``system/<path>``)."""
         import zarr
 
         self.path = os.fspath(path)
@@ -154,7 +216,7 @@ class Store:
             if old != attrs["fingerprint"]:
                 raise ValueError(f"ensemble: the store {self.path} was made with other settings (fingerprint {old}, "
                                  f"this run {attrs['fingerprint']}: system, method, dt, n_steps, save_every, observe, "
-                                 "initial states, chunk size or dtype differ); use another out, or remove it")
+                                 "initial states, chunk size or dtype differ); write to another path, or remove it")
             self.group = group
         else:
             try:
@@ -169,6 +231,9 @@ class Store:
             for name, (shape, dtype) in shapes.items():
                 group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]) if name != "ts" else shape,
                                    fill_value=0)
+            for name, a in inputs.items():
+                group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunk, *a.shape[1:]) if a.ndim else (),
+                                   fill_value=0)[...] = a
             group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
             self.group = group
         self.done = np.asarray(self.group["chunk_done"][:]).astype(bool)
@@ -181,20 +246,32 @@ class Store:
 
 
 def open_ensemble(path: str) -> EnsembleSolution:
-    """The :class:`EnsembleSolution` of a finished store (arrays read from disk on indexing)."""
+    """The :class:`EnsembleSolution` of a finished store (arrays read from disk on indexing),
+    with its inputs (``y0s``, ``system_arrays``) and settings (``settings``)."""
     import zarr
 
-    group = zarr.open_group(os.fspath(path), mode="r")
+    path = os.fspath(path)
+    what = ("an lpjax ensemble store: a directory holding zarr.json, written by lpjax.ensemble(..., out=...) "
+            "or `lpjax ensemble --out`")
+    if not os.path.isfile(os.path.join(path, "zarr.json")):
+        kind = "a file" if os.path.isfile(path) else ("a directory without zarr.json" if os.path.isdir(path) else "missing")
+        raise ValueError(f"{path} is {kind}; expected {what}")
+    group = zarr.open_group(path, mode="r")
     attrs = dict(group.attrs)
-    if attrs.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an lpjax ensemble store (format {attrs.get('format')!r})")
+    if attrs.get("format") not in (FORMAT, "lpjax.ensemble/1"):
+        raise ValueError(f"{path} is a zarr store but not an lpjax ensemble store (format {attrs.get('format')!r}); "
+                         f"expected {what}")
     done = np.asarray(group["chunk_done"][:])
     if not done.all():
         raise ValueError(f"{path} is unfinished: {int((~done.astype(bool)).sum())} of {done.size} chunks missing "
-                         "(run the same ensemble again with resume=True)")
+                         "(run the same ensemble again with resume=True, or --resume from the command line)")
+    system = group["system"] if "system" in group.group_keys() else None
     return EnsembleSolution(
         ts=np.asarray(group["ts"][:]),
         observables={k: group[f"observables/{k}"] for k in attrs["observables"]},
         final_state=group["final_state"], result=group["result"],
-        stats={k: group[f"stats/{k}"] for k in STATS}, store=os.fspath(path), chunk_size=int(attrs["chunk_size"]),
+        stats={k: group[f"stats/{k}"] for k in STATS}, store=path, chunk_size=int(attrs["chunk_size"]),
+        y0s=group["y0s"] if "y0s" in group.array_keys() else None,
+        system_arrays={k: system[k] for k in attrs.get("system_array_paths", [])} if system is not None else {},
+        settings=attrs,
     )

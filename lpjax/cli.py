@@ -250,10 +250,11 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
 @click.option("--observe", type=click.Choice(["casimirs", "energy", "state"]), default="casimirs", show_default=True)
 @click.option("--out", required=True, help="the zarr store (a directory)")
 @click.option("--resume", is_flag=True, help="finish an interrupted store with the same settings")
+@click.option("--progress/--no-progress", default=None, help="a progress bar over chunks (default: when stderr is a terminal)")
 @click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused"]), default="auto", show_default=True,
               help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
 def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, y0, params, observe, out, resume,
-                 kernel):
+                 progress, kernel):
     """Run an ensemble around a state of SYSTEM into a zarr store."""
     if n_members < 1 or steps < 1:
         raise _Failure("--n and --steps must be >= 1")
@@ -270,11 +271,11 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     t = time.perf_counter()
     try:
         sol = ensemble(sys_, meth, y0s, dt, steps, save_every=save_every or steps, observe=observe, out=out,
-                       resume=resume, kernel=kernel,
+                       resume=resume, kernel=kernel, progress=progress,
                        metadata={"seed": seed, "spread": spread, "system": entry.name, "parameters": resolved,
                                  "method": method})
-    except FileExistsError as e:
-        raise _Failure(str(e)) from None
+    except FileExistsError:
+        raise _Failure(f"{out} already holds a store; pass --resume to finish it, or remove it to start again") from None
     wall = time.perf_counter() - t
     click.echo(f"{n_members} members x {steps} steps of {entry.name} with {method}: {wall:.2f} s "
                f"({n_members * steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
@@ -292,13 +293,18 @@ def show_cmd(store, plot):
     from ._ensemble import open_ensemble
 
     sol = open_ensemble(store)
-    import zarr
-
-    attrs = dict(zarr.open_group(store, mode="r").attrs)
-    click.echo(f"{store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']}, "
+    attrs = sol.settings
+    click.echo(f"{store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']:g}, "
                f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
     click.echo(f"  lpjax {attrs['lpjax']}, created {attrs['created']}, metadata {json.dumps(attrs['metadata'])}")
+    click.echo(f"  system: {attrs['system'].splitlines()[0]}")
     click.echo(f"  method: {attrs['method'].splitlines()[0]}")
+    if sol.y0s is not None:
+        y0s = np.asarray(sol.y0s[:])
+        click.echo(f"  y0s: {y0s.shape}, from {np.array2string(y0s.min(axis=0), precision=4)} "
+                   f"to {np.array2string(y0s.max(axis=0), precision=4)}")
+    if attrs.get("batched_system"):
+        click.echo("  batched system arrays: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in sol.system_arrays.items()))
     click.echo(f"  failed members: {sol.failed.size}" + (f" (first: {sol.failed[:10].tolist()})" if sol.failed.size else ""))
     errors = {}
     for name in sol.observables:

@@ -122,20 +122,23 @@ def test_ensemble_and_show(tmp_path, capsys):
     without --resume is refused, with --resume it has nothing left to do."""
     store, png = tmp_path / "run.zarr", tmp_path / "show.png"
     argv = ["ensemble", "rigid_body", "--n", "300", "--method", "mv", "--dt", "0.02", "--steps", "40",
-            "--save-every", "10", "--seed", "3", "--observe", "casimirs", "--out", str(store)]
+            "--save-every", "10", "--seed", "3", "--observe", "casimirs", "--out", str(store), "--no-progress"]
     assert main(argv) == 0
     assert "300 members x 40 steps" in capsys.readouterr().out
     assert main(["show", str(store), "--plot", str(png)]) == 0
     text = capsys.readouterr().out
     assert "300 members, 40 steps of dt 0.02" in text and '"seed": 3' in text and "failed members: 0" in text
+    assert "system: LiePoissonSystem(algebra=so(3)" in text and "method: MoserVeselov(" in text and "y0s: (300, 3)" in text
     assert float(text.split("casimirs: ")[1].split("max ")[1].split()[0]) < 1e-13
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(SystemExit, match="resume"):
+    with pytest.raises(SystemExit, match="already holds a store; pass --resume to finish it"):
         main(argv)
     assert main(argv + ["--resume"]) == 0
     with pytest.raises(SystemExit, match="settings differ|other settings|fingerprint"):  # another kernel, another run
         main(argv + ["--resume", "--kernel", "entries"])
-    with pytest.raises(SystemExit, match="not an lpjax ensemble store|No such|not found|zarr"):
+    with pytest.raises(SystemExit, match="missing.zarr is missing; expected an lpjax ensemble store"):
         main(["show", str(tmp_path / "missing.zarr")])
+    with pytest.raises(SystemExit, match="show.png is a file; expected an lpjax ensemble store"):
+        main(["show", str(png)])
     with pytest.raises(SystemExit, match="unknown method 'suris2'"):
         main(["ensemble", "rigid_body", "--n", "3", "--steps", "2", "--method", "suris2", "--out", str(store)])
