@@ -27,7 +27,7 @@ from jaxtyping import Array, PyTree
 
 from ._fused import run_fused
 from ._integrate import _Carry
-from ._integrator import AbstractIntegrator
+from ._integrator import RESULTS, AbstractIntegrator
 from ._soa import Unfusable, members_last
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
@@ -95,6 +95,7 @@ class _Member(eqx.Module):
 
     def init(self, dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
         state, result = self.method.init_or_fail(self.system(dyn_m), y0, self.dt)
+        result = RESULTS.where(jnp.all(jnp.isfinite(y0)), result, RESULTS.invalid_initial_state)
         return eqx.tree_at(lambda c: c.result, _Carry.start(state, y0.dtype), result)
 
     def step(self, dyn_m, carry):

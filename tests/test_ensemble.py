@@ -74,24 +74,25 @@ def test_batched_parameters_and_states():
 @pytest.mark.parametrize("method", [lpjax.MoserVeselov(), lpjax.GaussLegendre(2), lpjax.RK4(), lpjax.Collective()],
                          ids=lambda m: type(m).__name__)
 def test_a_failing_member_is_isolated(method):
-    """A NaN initial state among 1000 members: that member alone is flagged, every other
-    member's arrays are bit-identical to the run without it; throw=True names it. (Collective's
-    ``init`` raises for a state outside the momentum map's image; here that member fails alone,
-    with ``invalid_initial_state``.)"""
+    """A NaN initial state and one that overflows (1e200) among 1000 members: those members
+    alone are flagged, every other member's arrays are bit-identical to the run without them;
+    throw=True names them. The codes say what happened, whatever the method:
+    ``invalid_initial_state`` for the NaN input, ``nonfinite_state`` for the overflow (an
+    implicit solve on a non-finite iterate is not a solver failure)."""
     y0s = RNG.normal(size=(1000, 3))
     bad = y0s.copy()
     bad[617] = np.nan
+    bad[300] = 1e200
     a = lpjax.ensemble(RB, method, y0s, 0.05, 40, save_every=10, observe="casimirs", chunk_size=256)
     b = lpjax.ensemble(RB, method, bad, 0.05, 40, save_every=10, observe="casimirs", chunk_size=256)
-    assert a.failed.size == 0 and b.failed.tolist() == [617]
-    keep = np.arange(1000) != 617
+    assert a.failed.size == 0 and b.failed.tolist() == [300, 617]
+    keep = ~np.isin(np.arange(1000), [300, 617])
     for x, y in [(a.observables["casimirs"], b.observables["casimirs"]), (a.final_state, b.final_state),
                  (a.stats["max_iterations"], b.stats["max_iterations"])]:
         assert np.array_equal(x[keep], y[keep])
-    expected = {"Collective": "invalid_initial_state", "RK4": "nonfinite_state"}.get(type(method).__name__,
-                                                                                     "implicit_solve_failed")
-    assert b.result_names[b.result[617]] == expected
-    with pytest.raises(RuntimeError, match=r"1 of 1000 members failed: indices \[617\]"):
+    assert [b.result_names[c] for c in b.result[[300, 617]]] == ["nonfinite_state", "invalid_initial_state"]
+    with pytest.raises(RuntimeError, match=r"2 of 1000 members failed: indices \[300, 617\] "
+                                           r"\(invalid_initial_state, nonfinite_state\)"):
         lpjax.ensemble(RB, method, bad, 0.05, 40, chunk_size=256, throw=True)
 
 

@@ -13,7 +13,8 @@
   the observed contraction rate ``θ`` of the last two, the solve is accepted when the estimated
   remaining error ``θ/(1 − θ) · e`` (``e`` itself if ``θ ≥ ½``) is ≤ ``tol`` (Hairer & Wanner,
   IV.8; diffrax's ``VeryChord``). ``tol=None`` is 256 machine epsilons of ``z``'s dtype.
-  Otherwise the step reports ``RESULTS.implicit_solve_failed``;
+  Otherwise the step reports ``RESULTS.implicit_solve_failed`` (``RESULTS.nonfinite_state``
+  when the iterate is not finite);
 * with ``early_exit`` the iteration stops once it has converged to roundoff or stalls, not as
   soon as ``tol`` is met (see :func:`_iterate`); otherwise exactly ``max_iters`` updates run;
 * ``jax.lax.custom_root`` around the iteration, so ``jax.grad`` differentiates the exact root
@@ -179,6 +180,9 @@ def implicit_solve(
     first, err = jax.lax.stop_gradient(aux)
     # the residual at the returned root (for Runge–Kutta stages XLA shares it with the update)
     res = sm.max_entry(jnp.abs(g(jax.lax.stop_gradient(z))))
+    # a non-finite iterate (a NaN member, an overflow) is a non-finite state, not a solver failure
+    finite = jnp.isfinite(err) & jnp.all(jnp.isfinite(z))
     result = RESULTS.where(err <= 1, RESULTS.successful, RESULTS.implicit_solve_failed)
+    result = RESULTS.where(finite, result, RESULTS.nonfinite_state)
     iterations = jnp.minimum(first.astype(jnp.int32), max_iters)
     return z, result, StepInfo(res, iterations)
