@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from ._checks import cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
+from ._checks import as_float, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, StepInfo
 from ._system import AbstractSystem
 
@@ -335,10 +335,14 @@ def integrate(
     Bad input raises ``ValueError``/``TypeError`` before tracing (a system outside the
     method's family, a non-scalar or non-positive ``dt``, a non-finite ``y0``); with traced
     ``y0``/``dt``, non-finite or non-positive values raise an ``EquinoxRuntimeError`` at run
-    time. With ``throw=True`` a failed step raises once at the end with the
-    :class:`RESULTS` message; with ``throw=False`` inspect ``Solution.result``.
+    time. With ``throw=True`` a failed step raises once at the end: a ``RuntimeError`` whose
+    first words are the :class:`RESULTS` message (what to try), or, under an outer
+    ``jit``/``vmap``/``grad``, an ``EquinoxRuntimeError`` with it; with ``throw=False`` inspect
+    ``Solution.result``. ``y0`` may be a list or tuple (integers become floats).
     """
     previous = y0 if isinstance(y0, Solution) else None
+    if isinstance(y0, (list, tuple)):  # as the constructors take parameters: integers become floats
+        y0 = as_float(y0, "integrate: y0")
     if previous is not None:
         y0 = previous.ys[-1]
         t0 = previous.ts[-1] if t0 is None else t0
@@ -353,7 +357,15 @@ def integrate(
     dt = jnp.asarray(dt, dtype=y0.dtype)
     t0 = jnp.asarray(t0, dtype=y0.dtype)
     state0 = None if previous is None else _previous_state(previous, system, method, y0, dt)
-    return _integrate(system, method, y0, dt, t0, int(n_steps), int(save_every), bool(throw), adjoint, state0)
+    args = (system, method, y0, dt, t0, int(n_steps), int(save_every))
+    if not throw or any(is_traced(a) for a in jax.tree.leaves(eqx.filter((args, state0), eqx.is_array))):
+        return _integrate(*args, bool(throw), adjoint, state0)  # traced: a failure raises inside (eqx.error_if)
+    sol = _integrate(*args, False, adjoint, state0)
+    if sol.result != RESULTS.successful:  # eager: the hint first, in one line
+        failed = int(sol.stats["num_failed_steps"])
+        raise RuntimeError(f"integrate: {RESULTS[sol.result]} ({failed} of {int(n_steps)} steps failed; "
+                           "throw=False returns the solution with its result code)")
+    return sol
 
 
 def _previous_state(previous: Solution, system, method, y0, dt) -> PyTree:

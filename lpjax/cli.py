@@ -332,7 +332,8 @@ def _figure_names():
 @click.argument("figure", shell_complete=_complete_figure)
 @click.option("--out", default=None, help=f"output directory for the PNGs and <seed>.json (default {_REPRODUCE_DEFAULT_OUT})")
 def reproduce_cmd(figure, out):
-    """Reproduce a figure of a seed paper (PNG + JSON): seed001-fig1, seed002-fig1..6 or all."""
+    """Reproduce a figure of a seed paper (PNG + JSON): seed001-fig1, seed002-fig1, seed002-fig2,
+    seed002-fig3, seed002-fig5, seed002-fig6 or all (seed 002's Fig. 4 is a drawing of the top)."""
     figures = _figure_names()
     if figure == "all":
         chosen = list(figures)

@@ -139,8 +139,11 @@ def test_nonconvergence_is_reported_in_result_code():
     sol = lpjax.integrate(sys_, bad, M0, 0.5, 10, throw=False)
     assert sol.result == lpjax.RESULTS.implicit_solve_failed
     assert int(sol.stats["num_failed_steps"]) == 10
-    with pytest.raises(Exception, match="did not converge"):
-        jax.block_until_ready(lpjax.integrate(sys_, bad, M0, 0.5, 10).ys)
+    with pytest.raises(RuntimeError, match=r"^integrate: The implicit equations of a step did not converge.* "
+                                           r"\(10 of 10 steps failed; throw=False returns"):
+        lpjax.integrate(sys_, bad, M0, 0.5, 10)
+    with pytest.raises(Exception, match="did not converge"):  # under an outer jit: equinox's error, same words
+        jax.block_until_ready(jax.jit(lambda y: lpjax.integrate(sys_, bad, y, 0.5, 10).ys)(M0))
     for good_method in (lpjax.GaussLegendre(2), lpjax.GaussLegendre(2, solver="newton")):
         good = lpjax.integrate(sys_, good_method, M0, 0.5, 10, throw=False)
         assert good.result == lpjax.RESULTS.successful
@@ -152,3 +155,12 @@ def test_nonfinite_state_is_reported():
     sys_ = lpjax.CanonicalSystem(lambda y: 0.5 * y[1] ** 2 - y[0] ** 4, n=1)  # blows up
     sol = lpjax.integrate(sys_, lpjax.RK4(), jnp.array([1.0, 1.0]), 0.1, 200, throw=False)
     assert sol.result == lpjax.RESULTS.nonfinite_state
+
+
+def test_y0_as_a_list_or_tuple_and_the_success_code_by_name():
+    sys_ = rigid_body(INERTIA)
+    ref = lpjax.integrate(sys_, lpjax.GaussLegendre(2), jnp.array([1.0, 0.0, 2.0]), 0.1, 10)
+    for y0 in ([1, 0, 2], (1.0, 0.0, 2.0)):
+        sol = lpjax.integrate(sys_, lpjax.GaussLegendre(2), y0, 0.1, 10)
+        np.testing.assert_array_equal(sol.ys, ref.ys)
+    assert repr(lpjax.RESULTS.successful).endswith("RESULTS<successful>")

@@ -142,6 +142,18 @@ def test_figures_list():
     assert json_name("seed001-fig1") == "seed001.json" and json_name("seed002-fig5") == JSON_NAME
 
 
+def test_help_and_readme_name_the_figures_that_run(capsys):
+    """``lpjax reproduce --help`` and the README's command line print exactly the accepted names."""
+    import pathlib
+
+    assert main(["reproduce", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("lpjax reproduce "))
+    assert line.split()[2].split("|") == [*FIGURES, "all"]
+    assert ", ".join(FIGURES) + " or all" in help_text
+
+
 def test_seed001_target(tmp_path, monkeypatch):
     """The seed 001 figure on t ∈ [0, 20] into its own seed001.json (the density panel on two of
     its seven systems, to keep the compile time down: every density is tested in

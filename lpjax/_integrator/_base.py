@@ -19,7 +19,7 @@ __all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "Abs
 class RESULTS(eqx.Enumeration):
     """Outcome of a step or of a whole integration."""
 
-    successful = ""
+    successful = "successful"  # never raised; it names the item in its repr (RESULTS<successful>)
     implicit_solve_failed = (
         "The implicit equations of a step did not converge to the tolerance within the "
         "fixed number of iterations. Reduce dt, raise max_iters, or for a stiff problem use "
