@@ -1,7 +1,8 @@
 """The systems and methods the command line reaches, by name: every constructor of
 :mod:`lpjax.systems` with its parameters and a default initial state, and every method with
-its aliases. Which pairs work is not listed by hand: it is each method's own
-``check_system``."""
+its aliases. Which pairs work is each method's own ``check_system``; ``lpjax list`` prints
+:data:`LISTED_METHODS` instead of building every system (seconds of JAX work), and
+``tests/test_cli.py`` checks that table against ``check_system``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,33 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-__all__ = ["SYSTEMS", "METHODS", "find_system", "find_method", "parse_params", "supported_methods"]
+__all__ = ["SYSTEMS", "METHODS", "LISTED_METHODS", "find_system", "find_method", "parse_params", "supported_methods",
+           "format_value"]
+
+_NONHOLONOMIC = ("rk4", "gl2", "gl4", "projected-gl4")
+# the methods that run each system with its default parameters (what supported_methods finds)
+LISTED_METHODS = {
+    "rigid_body": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
+    "rigid_body_n": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
+    "heavy_top": ("rk4", "gl2", "gl4", "collective"),
+    "heavy_top_n": ("rk4", "gl2", "gl4"),
+    "lagrange_top": ("rk4", "gl2", "gl4", "suris", "dep", "collective"),
+    "clebsch_case": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
+    "neumann": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
+    "kida_vortex": ("rk4", "gl2", "gl4", "collective"),
+    "movable_base_top": ("rk4", "gl2", "gl4", "collective"),
+    **{name: _NONHOLONOMIC for name in ("veselova", "veselova_n", "chaplygin_sphere", "rubber_chaplygin_sphere",
+                                        "lplusr", "spherical_support")},
+}
+
+
+def format_value(v) -> str:
+    """A parameter as the command line takes it (JSON), floats to 6 significant digits."""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(format_value(x) for x in v) + "]"
+    return json.dumps(v)
 
 
 @dataclasses.dataclass(frozen=True)

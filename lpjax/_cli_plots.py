@@ -8,14 +8,37 @@ import numpy as np
 from ._io import atomic_write as _atomic_write
 
 
-def _run_plot(name: str, sol, e, c, path: str) -> None:
+def state_labels(system, d: int) -> list[str]:
+    """Names of the ``d`` state coordinates: ``M`` (the algebra part) and ``Γ`` (each advected
+    vector of ``𝔨 ⋉ (Rⁿ)^k``, numbered ``Γ(j)`` when k > 1) for Lie–Poisson systems; ``k``,
+    ``γ`` and ``ξ`` for the nonholonomic ones; ``q``, ``p`` for canonical ones; ``y`` otherwise."""
+    from ._system import CanonicalSystem, NonholonomicSystem
+
+    def block(sym, n, count=1):
+        return [f"{sym}{f'({j + 1})' if count > 1 else ''}{i + 1}" for j in range(count) for i in range(n)]
+
+    algebra = getattr(system, "algebra", None)
+    if isinstance(system, NonholonomicSystem):
+        labels = block("k", algebra.dim) + block("γ", system.n, system.r) + block("ξ", algebra.dim, system.m)
+    elif isinstance(system, CanonicalSystem):
+        labels = block("q", d // 2) + block("p", d // 2)
+    elif algebra is not None and algebra.rotation_structure is not None:
+        base, k = algebra.rotation_structure
+        labels = block("M", base.dim) + (block("Γ", (d - base.dim) // k, k) if k else [])
+    else:
+        labels = block("M" if algebra is not None else "y", d)
+    return labels if len(labels) == d else block("y", d)
+
+
+def _run_plot(name: str, system, sol, e, c, path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    axes[0].plot(sol.ts, sol.ys)
+    axes[0].plot(sol.ts, sol.ys, label=state_labels(system, sol.ys.shape[1]))
+    axes[0].legend(fontsize="small", ncol=2 if sol.ys.shape[1] > 6 else 1)
     axes[0].set_title(f"{name}: state")
     axes[1].semilogy(sol.ts[1:], np.maximum(e[1:], 1e-17), label="energy")
     if c.size:

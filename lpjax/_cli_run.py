@@ -62,7 +62,7 @@ def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, 
         "system": system, "parameters": params, "method": method_name,
         "method_repr": eqx.tree_pformat(method, width=10**6),
         "dt": dt, "t0": 0.0, "n_steps": n_steps, "save_every": save_every, "y0": np.asarray(y0).tolist(),
-        "result": _result_text(sol.result), "stats": {k: float(v) for k, v in sol.stats.items()}, "wall_time_s": wall,
+        "result": _result_text(sol.result), "stats": {k: v.item() for k, v in ((k, np.asarray(v)) for k, v in sol.stats.items())}, "wall_time_s": wall,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -158,16 +158,15 @@ def _complete_figure(ctx, param, incomplete):
 @click.option("--pairs/--no-pairs", default=True, help="list the methods that run each system (builds every system)")
 def list_cmd(pairs):
     """List systems (with parameters and aliases), methods and figures."""
-    _x64()
-    from ._catalog import METHODS, SYSTEMS, supported_methods
+    from ._catalog import LISTED_METHODS, METHODS, SYSTEMS, format_value
 
     click.echo("systems (lpjax run SYSTEM [--param name=value ...]):")
     for e in SYSTEMS.values():
         alias = f" (aliases: {', '.join(e.aliases)})" if e.aliases else ""
         click.echo(f"  {e.name:24s} {e.summary}{alias}")
-        click.echo(f"  {'':24s} parameters: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in e.params.items()))
+        click.echo(f"  {'':24s} parameters: " + ", ".join(f"{k}={format_value(v)}" for k, v in e.params.items()))
         if pairs:
-            click.echo(f"  {'':24s} methods: {', '.join(supported_methods(e.build(e.params)))}")
+            click.echo(f"  {'':24s} methods: {', '.join(LISTED_METHODS[e.name])}")
     click.echo("methods (--method):")
     for m in METHODS.values():
         alias = f" (aliases: {', '.join(m.aliases)})" if m.aliases else ""
@@ -226,7 +225,7 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
         _write_npz(out, ts=np.asarray(sol.ts), ys=np.asarray(sol.ys), metadata=np.array(json.dumps(meta)))
         click.echo(f"  wrote {out}")
     if plot:
-        _run_plot(entry.name, sol, e, c, plot)
+        _run_plot(entry.name, sys_, sol, e, c, plot)
         click.echo(f"  wrote {plot}")
     if _result_text(sol.result) != "successful":
         raise _Failure(f"the run {_result_text(sol.result)}")
@@ -362,7 +361,8 @@ def reproduce_cmd(figure, out):
 @click.option("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object: rho, rho_c, cost, cost_paper, iterations")
 @click.option("--plot", help="write a PNG: J over the stable range, and Gamma_3(t) at rho* and 0.9 rho_c")
-def tune_cmd(problem, rho0, as_json, plot):
+@click.option("--progress/--no-progress", default=None, help="a progress bar per iteration (default: when stderr is a terminal)")
+def tune_cmd(problem, rho0, as_json, plot, progress):
     """Tune a control gain: movable-top (seed 002, sec. 5.3)."""
     if plot:
         _writable_target(plot, "--plot", ".png")
@@ -370,7 +370,7 @@ def tune_cmd(problem, rho0, as_json, plot):
     _x64()
     from .control import tune_upright_top, upright_top_cost
 
-    res = tune_upright_top(rho0)
+    res = tune_upright_top(rho0, progress=progress)
     paper = 0.9 * res.rho_c
     cost_paper = float(upright_top_cost(paper))
     if as_json:

@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from scipy import stats
 from jaxtyping import Array, ArrayLike, Float
 
 from ._checks import invalid_as_nan
@@ -170,6 +169,8 @@ def _starting_points(theta0: Array, starts, seed: int) -> Array:
 
 def _goodness_of_fit(r: np.ndarray, n_t: int, p: int, sig: float, sigma_given: bool):
     """``(reduced χ², max standardized residual, lag-1 correlation, reasons it is inconsistent)``."""
+    from scipy import stats  # 0.3 s to import: not at ``import lpjax``
+
     N = r.size
     dof = N - p
     rr = float(r @ r)

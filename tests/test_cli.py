@@ -9,13 +9,19 @@ import jax
 import jax.numpy as jnp
 
 import lpjax
-from lpjax._catalog import METHODS, SYSTEMS, supported_methods
+from lpjax._catalog import LISTED_METHODS, METHODS, SYSTEMS, supported_methods
 from lpjax.cli import _x64, main
 
 
-def test_list(capsys):
-    assert main(["list", "--no-pairs"]) == 0
+def test_list(capsys, monkeypatch):
+    """``lpjax list`` builds no system (its method table is LISTED_METHODS, checked below against
+    every method's own check_system): it prints in about a second. Parameters at 6 digits."""
+    import lpjax._catalog
+
+    monkeypatch.setattr(lpjax._catalog, "_zoo", lambda: pytest.fail("lpjax list built a system"))
+    assert main(["list"]) == 0
     out = capsys.readouterr().out
+    assert "parameters: rho=0.101926\n" in out and "methods: rk4, gl2, gl4, mv, dep, collective" in out
     for name in ("rigid_body", "heavy_top", "rigid_body_4d", "heavy_top_4d", "gl<2s>"):
         assert name in out
     for entry in SYSTEMS.values():
@@ -32,6 +38,7 @@ def test_every_supported_pair_runs(name, capsys):
     entry = SYSTEMS[name]
     supported = supported_methods(entry.build(entry.params))
     assert "rk4" in supported and "gl4" in supported
+    assert tuple(supported) == LISTED_METHODS[name]  # what lpjax list prints
     for method in supported:
         assert main(["run", name, "--method", method, "--dt", "0.01", "--t1", "0.02", "--saves", "1"]) == 0, method
         assert "result                      successful" in capsys.readouterr().out, method
@@ -59,6 +66,8 @@ def test_out_is_exactly_the_npz_asked_for_with_metadata(tmp_path, capsys):
     assert meta["system"] == "rigid_body" and meta["parameters"] == {"inertia": [2.0, 3.0, 4.0]}
     assert meta["method"] == "mv" and meta["method_repr"].startswith("MoserVeselov(")
     assert meta["dt"] == 0.1 and meta["n_steps"] == 10 and meta["save_every"] == 2 and meta["result"] == "successful"
+    assert meta["stats"]["num_steps"] == 10 and isinstance(meta["stats"]["max_iterations"], int)
+    assert isinstance(meta["stats"]["max_residual"], float)
     assert meta["lpjax_version"] == lpjax.__version__ and meta["jax_version"] == jax.__version__
     assert meta["created_utc"].endswith("+00:00")
 
@@ -142,3 +151,16 @@ def test_ensemble_and_show(tmp_path, capsys):
         main(["show", str(png)])
     with pytest.raises(SystemExit, match="unknown method 'suris2'"):
         main(["ensemble", "rigid_body", "--n", "3", "--steps", "2", "--method", "suris2", "--out", str(store)])
+
+
+def test_plot_lines_carry_the_coordinate_names():
+    from lpjax._cli_plots import state_labels
+
+    _x64()
+    want = {"heavy_top": ["M1", "M2", "M3", "Γ1", "Γ2", "Γ3"], "veselova_n": [f"k{i}" for i in range(1, 7)] +
+            ["γ1", "γ2", "γ3", "γ4"], "kida_vortex": ["M1", "M2", "M3"]}
+    for name, labels in want.items():
+        entry = SYSTEMS[name]
+        system = entry.build(entry.params)
+        assert state_labels(system, entry.state(system, entry.params).size) == labels
+    assert state_labels(lpjax.CanonicalSystem(lambda y: y @ y, n=2), 4) == ["q1", "q2", "p1", "p2"]

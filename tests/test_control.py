@@ -108,8 +108,10 @@ def test_cli_tune_movable_top_json_and_plot(tmp_path, capsys):
     from lpjax.cli import main
 
     png = tmp_path / "tune.png"
-    assert main(["tune", "movable-top", "--json", "--plot", str(png)]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["tune", "movable-top", "--json", "--plot", str(png), "--progress"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert f"{out['iterations']}/100" in captured.err and "rho=" in captured.err  # a tqdm bar, per iteration
     assert set(out) == {"rho", "rho_c", "cost", "cost_paper", "iterations"}
     assert out["rho_c"] == pytest.approx(RHO_C, rel=1e-15)
     assert 0 < out["rho"] < out["rho_c"] and out["cost"] < out["cost_paper"]
