@@ -5,6 +5,15 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drop JAX's compiled programs after each test module. Every XLA:CPU executable keeps its own
+    memory mappings; a worker that keeps a whole suite's programs passes the kernel's limit
+    (vm.max_map_count, 65530) and XLA aborts in the middle of a compile."""
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
