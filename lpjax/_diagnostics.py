@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +23,12 @@ def relative_invariant_error(
     ys = jnp.asarray(ys)
     if ys.ndim < 2:
         raise ValueError(f"ys must have shape (T, n), got {ys.shape}")
+    return _relative_error(fn, ys)
+
+
+@eqx.filter_jit
+def _relative_error(fn, ys):
+    """One compiled program (eagerly, ``vmap(fn)`` would compile each of its operations)."""
     vals = jax.vmap(fn)(ys)
     ref = vals[:1]
     scale = jnp.where(ref == 0, 1.0, jnp.abs(ref))
@@ -76,6 +83,7 @@ def poisson_defect(method, system, y: ArrayLike, dt: float) -> float:
     return float(defect(y))
 
 
+@eqx.filter_jit  # one program: eagerly, autodiff compiles each of its operations
 def divergence_defect(system, x: Float[Array, " m"]) -> Float[Array, ""]:
     """``|div(ρ f)| / (|ρ| max|∂f|)`` at ``x`` by autodiff (the trace of ``jacfwd``), for a
     system with an invariant density ``system.density`` (seed 001): zero to roundoff where ρ
@@ -88,6 +96,7 @@ def divergence_defect(system, x: Float[Array, " m"]) -> Float[Array, ""]:
     return jnp.abs(div) / scale
 
 
+@eqx.filter_jit
 def measure_defect(method, system, x: Float[Array, " m"], dt) -> Float[Array, ""]:
     """``|ρ(Φ(x)) det DΦ(x) / ρ(x) − 1|`` for one step ``Φ`` of ``method``: how far the
     one-step map is from preserving the invariant measure ρ dx. Vmappable over ``x``."""

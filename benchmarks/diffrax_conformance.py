@@ -1,0 +1,87 @@
+"""diffrax's own ODE tests with lpjax's Gauss–Legendre solvers in place of diffrax's.
+
+    python benchmarks/diffrax_conformance.py DIFFRAX_SOURCE [--stages 1 2 3] [--out benchmarks/results/]
+
+``DIFFRAX_SOURCE`` is a diffrax source checkout (its ``test/`` folder; the PyPI sdist has none),
+at the tag of the installed diffrax, e.g. ``git clone --branch v0.7.2
+https://github.com/patrick-kidger/diffrax``. Not part of ``make test``: it needs that checkout.
+
+The test folder is copied to a temporary directory and changed in two places only:
+``helpers.all_ode_solvers`` becomes ``lpjax.diffrax.GaussLegendre(s)`` for the given s (and
+``all_split_solvers`` empty: these need two-term ``MultiTerm`` solvers), and the solver list of
+``test_integrate.py::test_basic`` the same. Then it runs, under diffrax's own conftest (x64,
+strict dtype promotion), ``test_integrate.py::test_basic``, ``test_integrate.py::test_ode_order``,
+``test_detest.py``, ``test_global_interpolation.py`` and ``test_interpolation.py``, and writes the
+pass count and the failures to ``diffrax_conformance.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import diffrax
+
+from lpjax._io import atomic_write_json
+
+TARGETS = ("test_integrate.py::test_basic", "test_integrate.py::test_ode_order", "test_detest.py",
+           "test_global_interpolation.py", "test_interpolation.py")
+
+
+def _solvers(stages) -> str:
+    return "(" + "".join(f"lpjax.diffrax.GaussLegendre({s}), " for s in stages) + ")"
+
+
+def _substitute(test_dir: pathlib.Path, stages) -> None:
+    helpers = test_dir / "helpers.py"
+    text = helpers.read_text()
+    text, n1 = re.subn(r"^all_ode_solvers = \(.*?^\)$", f"all_ode_solvers = {_solvers(stages)}", text,
+                       flags=re.M | re.S)
+    text, n2 = re.subn(r"^all_split_solvers = \(.*?^\)$", "all_split_solvers = ()", text, flags=re.M | re.S)
+    helpers.write_text("import lpjax.diffrax\n" + text)
+    integrate = test_dir / "test_integrate.py"
+    text = integrate.read_text()
+    text, n3 = re.subn(r'(@pytest\.mark\.parametrize\(\n    "solver",\n)    \(\n.*?\n    \),\n\)\n(?=@pytest\.mark\.parametrize\("t_dtype")',
+                       lambda m: m.group(1) + f"    {_solvers(stages)},\n)\n", text, flags=re.S)
+    integrate.write_text("import lpjax.diffrax\n" + text)
+    if (n1, n2, n3) != (1, 1, 1):
+        raise SystemExit(f"the test folder is not laid out as diffrax v0.7.2's (substitutions {n1, n2, n3}); "
+                         f"check it out at the installed diffrax's tag, v{diffrax.__version__}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("source", type=pathlib.Path, help="a diffrax source checkout (with test/)")
+    p.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).parent / "results")
+    p.add_argument("pytest_args", nargs="*", help="passed on to pytest (after --)")
+    args = p.parse_args(argv)
+    if not (args.source / "test" / "helpers.py").is_file():
+        raise SystemExit(f"{args.source} has no test/helpers.py: expected a diffrax source checkout")
+    with tempfile.TemporaryDirectory() as tmp:
+        test_dir = pathlib.Path(tmp) / "test"
+        shutil.copytree(args.source / "test", test_dir)
+        _substitute(test_dir, args.stages)
+        report = pathlib.Path(tmp) / "report.txt"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rfE",
+               *[f"test/{t}" for t in TARGETS], *args.pytest_args]
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        report.write_text(proc.stdout + proc.stderr)
+        print(proc.stdout[-6000:], proc.stderr[-2000:], sep="\n")
+        summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+        counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", summary)}
+        failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, flags=re.M)
+    result = {"diffrax": diffrax.__version__, "stages": args.stages, "targets": list(TARGETS),
+              "counts": counts, "failures": failures, "summary": summary}
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(str(args.out / "diffrax_conformance.json"), result)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
