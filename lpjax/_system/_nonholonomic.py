@@ -251,8 +251,7 @@ class NonholonomicSystem(AbstractSystem):
         gammas = jnp.asarray(gammas).reshape(self.r, self.n)
         xis = jnp.zeros((0, self.algebra.dim), gammas.dtype) if xis is None else jnp.asarray(xis).reshape(
             self.m, self.algebra.dim)
-        k = self.inertia_operator(gammas, xis) @ Omega
-        return self.project(jnp.concatenate([k, gammas.reshape(-1), xis.reshape(-1)]))
+        return _from_velocity(self, jnp.asarray(Omega), gammas, xis)
 
     def default_state(self) -> Float[Array, " m"]:
         if self.default is None:
@@ -278,15 +277,30 @@ class NonholonomicSystem(AbstractSystem):
         if not np.all(norms > 0):
             raise ValueError(f"{self.name}: every advected vector γ must be nonzero, got |γ| = {norms.tolist()}")
         with jax.ensure_compile_time_eval():  # concrete values, also while a jit is tracing
-            x = jnp.asarray(x)
-            lam = np.linalg.eigvalsh(np.asarray(self._J(x)))
+            J, scale, resid = (np.asarray(a) for a in _check_quantities(self, jnp.asarray(x)))
+        lam = np.linalg.eigvalsh(J)
         if not lam[0] > 0:
             raise ValueError(f"{self.name}: the total inertia J at this state is not positive definite "
                              f"(eigenvalues {np.round(lam, 6).tolist()})")
         if self.constrained:
-            with jax.ensure_compile_time_eval():
-                scale = 1.0 + float(jnp.max(jnp.abs(self.angular_velocity(x))))
-                resid = float(jnp.max(jnp.abs(self.constraint(x))))
             if resid > 1e-8 * scale:
                 raise ValueError(f"{self.name}: the state is off the constraint Ω ∈ γ ∧ Rⁿ (residual {resid:.2e}); "
                                  "system.project(x) moves it onto the constraint")
+
+
+# One compiled program each (eagerly, their dozens of small operations compiled one by one:
+# about 2 s per system on a fresh process).
+@eqx.filter_jit
+def _from_velocity(system, Omega, gammas, xis):
+    k = system.inertia_operator(gammas, xis) @ Omega
+    return system.project(jnp.concatenate([k, gammas.reshape(-1), xis.reshape(-1)]))
+
+
+@eqx.filter_jit
+def _check_quantities(system, x):
+    """``(J(x), 1 + max|Ω|, max|constraint|)`` for :meth:`check_state` (the last two only for a
+    constrained system; zeros otherwise)."""
+    if not system.constrained:
+        return system._J(x), jnp.ones((), x.dtype), jnp.zeros((), x.dtype)
+    scale = 1.0 + jnp.max(jnp.abs(system.angular_velocity(x)))
+    return system._J(x), scale, jnp.max(jnp.abs(system.constraint(x)))
