@@ -124,8 +124,10 @@ class _Collocation(dfx.AbstractLocalInterpolation):
 @final
 class GaussLegendre(dfx.AbstractAdaptiveSolver):
     """The s-stage Gauss–Legendre method (order 2s) of :class:`lpjax.GaussLegendre` as a diffrax
-    solver for any ODE term, with the same stage solve (fixed point or simplified Newton, with
-    the predictor and the compensated update; keyword arguments as there).
+    solver for any ODE term, with the same stage solve (with the predictor and the compensated
+    update; keyword arguments as there), except that ``solver="auto"`` is the default here: the
+    fixed point, and simplified Newton within the step where the fixed point does not contract
+    (a step with ``h ρ(f') ≳ 1``, which a controller or a constant step may well take).
 
     Error estimate, for ``PIDController``: the divided difference of order s + 1 of the slopes
     ``h f`` at the nodes ``0, c_1, …, c_s, 1`` (two more evaluations of f, at the step's ends),
@@ -143,7 +145,7 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
     inner: _integrator.GaussLegendre
 
     def __init__(self, stages: int = 2, **options):
-        self.inner = _integrator.GaussLegendre(stages, **options)
+        self.inner = _integrator.GaussLegendre(stages, **{"solver": "auto", **options})
 
     def order(self, terms):
         return 2 * self.inner.stages

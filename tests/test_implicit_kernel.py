@@ -94,3 +94,45 @@ def test_early_exit_reports_nonconvergence():
     sol = lpjax.integrate(RB, lpjax.GaussLegendre(2, solver="fixed_point", max_iters=3), 3 * M0, 0.5, 5, throw=False)
     assert sol.result == lpjax.RESULTS.implicit_solve_failed
     assert int(sol.stats["num_failed_steps"]) == 5
+
+
+def _padé22(Z):
+    """GL4's stability function, the (2, 2) Padé approximant of exp: exact for a linear flow."""
+    eye = np.eye(Z.shape[0])
+    return np.linalg.solve(eye - Z / 2 + Z @ Z / 12, eye + Z / 2 + Z @ Z / 12)
+
+
+STIFF_OMEGA = np.array([100.0, 1.0])
+
+
+def _stiff_oscillators():
+    """H = ½ Σ (ω_i² q_i² + p_i²), ω = (100, 1): y' = A y with eigenvalues ±100i and ±i."""
+    return lpjax.CanonicalSystem(lambda y: 0.5 * jnp.sum(STIFF_OMEGA**2 * y[:2] ** 2 + y[2:] ** 2), n=2)
+
+
+def test_auto_stage_solver_survives_a_stiff_step():
+    """At dt = 0.1 (dt ω = 10) the fixed point diverges and reports failure; "auto" switches to
+    simplified Newton within the step and lands on GL4's exact linear map, the (2, 2) Padé
+    approximant R(dt A), to roundoff, in a few updates per step."""
+    system, y0, dt, n = _stiff_oscillators(), jnp.array([0.01, 1.0, 0.0, 0.0]), 0.1, 20
+    A = np.zeros((4, 4))
+    A[:2, 2:] = np.eye(2)
+    A[2:, :2] = -np.diag(STIFF_OMEGA**2)
+    fixed = lpjax.integrate(system, lpjax.GaussLegendre(2, solver="fixed_point"), y0, dt, n, throw=False)
+    assert fixed.result == lpjax.RESULTS.implicit_solve_failed
+    auto = lpjax.integrate(system, lpjax.GaussLegendre(2, solver="auto"), y0, dt, n)
+    expected = np.linalg.matrix_power(_padé22(dt * A), n) @ np.asarray(y0)
+    assert np.max(np.abs(np.asarray(auto.ys[-1]) - expected)) <= 1e-13 * np.max(np.abs(expected))  # 1.7e-14
+    # fixed-point updates until θ ≥ ½ (two), then Newton: one update solves, one confirms
+    assert int(auto.stats["max_iterations"]) <= 2 + 3, auto.stats  # 5
+
+
+@pytest.mark.parametrize("early_exit", [True, False])
+def test_auto_stage_solver_is_the_fixed_point_where_that_converges(early_exit):
+    """On a non-stiff run the Newton phase never runs: "auto" equals the fixed point bit for
+    bit, with the same iteration counts."""
+    system, y0 = rigid_body(jnp.array([1.0, 2.0, 3.0])), jnp.array([1.0, 0.5, 0.8])
+    runs = [lpjax.integrate(system, lpjax.GaussLegendre(2, solver=s, early_exit=early_exit), y0, 0.1, 500, save_every=50)
+            for s in ("fixed_point", "auto")]
+    np.testing.assert_array_equal(runs[0].ys, runs[1].ys)
+    assert {k: int(v) for k, v in runs[0].stats.items()} == {k: int(v) for k, v in runs[1].stats.items()}

@@ -141,7 +141,7 @@ def test_traced_bad_input_raises_at_runtime():
 def test_gauss_legendre_rejects_bad_settings():
     with pytest.raises(ValueError, match="integer number of stages >= 1"):
         lpjax.GaussLegendre(0)
-    with pytest.raises(ValueError, match="solver must be 'newton' or 'fixed_point'"):
+    with pytest.raises(ValueError, match="solver must be 'auto', 'newton' or 'fixed_point'"):
         lpjax.GaussLegendre(2, solver="broyden")
     with pytest.raises(ValueError, match="max_iters must be a positive integer"):
         lpjax.GaussLegendre(2, max_iters=0)

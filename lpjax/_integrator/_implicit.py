@@ -83,7 +83,8 @@ def _tangent_solve(g, r):
     return jnp.linalg.solve(J.reshape(m, m), r.reshape(m)).reshape(r.shape)
 
 
-def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, early_exit: bool):
+def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, early_exit: bool,
+             fallback=None, fallback_iters: int = 0):
     """Up to ``max_iters`` updates; returns ``z`` and the aux ``(iterations, error)``.
 
     With the relative update size ``e_k = max_i |Δz_i| / (1 + max(|z_i|, scale_i))`` and the
@@ -101,6 +102,14 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     after 10⁶ GL4 steps, against 7e-14). ``iterations`` is then the number of updates made;
     without ``early_exit`` all ``max_iters`` updates run (a ``scan``) and ``iterations``
     counts those needed to meet ``tol`` (``max_iters + 1`` if never met).
+
+    With a ``fallback`` (a function of the iterate that returns another update, such as a
+    simplified Newton update with the Jacobian there) the first phase also stops once the
+    contraction estimate ``θ`` reaches ½ after two updates, and if it ended unaccepted, up to
+    ``fallback_iters`` updates of ``fallback(z)`` follow (from ``z0`` if the first phase
+    diverged to non-finite values), in a ``while_loop`` that makes no iteration at all when the
+    first phase was accepted (under ``vmap``: when every lane's was). ``iterations`` is then the
+    sum of both phases' updates.
     """
     eps = float(jnp.finfo(z0.dtype).eps)
 
@@ -110,17 +119,23 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
         fast = jnp.isfinite(e_prev) & (2 * e < e_prev)
         return jnp.where(fast, e * e <= bound * (e_prev - e), e <= bound)
 
-    def body(carry):
-        k, z, first, e_prev, _, _ = carry
-        r = g(z)
-        dz = update(r, z)
-        z = z - dz
-        e = sm.max_entry(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
-        met = below(e, e_prev, tol)
-        first = jnp.where(met & (first > max_iters), k + 1, first)
-        shrinking = jnp.isfinite(e_prev) & (e < e_prev)  # θ < 1
-        done = below(e, e_prev, eps) | (met & ~shrinking)
-        return k + 1, z, first, e, e_prev, done
+    def make_body(update, limit, switch):
+        def body(carry):
+            k, z, first, e_prev, _, _ = carry
+            r = g(z)
+            dz = update(r, z)
+            z = z - dz
+            e = sm.max_entry(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
+            met = below(e, e_prev, tol)
+            first = jnp.where(met & (first > limit), k + 1, first)
+            shrinking = jnp.isfinite(e_prev) & (e < e_prev)  # θ < 1
+            done = below(e, e_prev, eps) | (met & ~shrinking)
+            if switch:  # θ ≥ ½ after two updates: the fallback converges faster
+                done = done | (~met & (k >= 1) & ~(2 * e < e_prev))
+            return k + 1, z, first, e, e_prev, done
+        return body
+
+    body = make_body(update, max_iters, fallback is not None and early_exit)
 
     def estimate(e, e_prev):
         theta = jnp.where(jnp.isfinite(e_prev), e / e_prev, 1.0)
@@ -135,9 +150,33 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
         (_, z, iterations, e, e_prev, _), _ = jax.lax.scan(
             lambda c, _: (body(c), None), init, None, length=max_iters, unroll=unroll
         )
+    if fallback is not None:
+        z, iterations, e, e_prev = _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body,
+                                              fallback, fallback_iters)
     est = estimate(e, e_prev)
     # custom_root's JVP rule mishandles integer aux outputs: carry the count as a float
     return z, (iterations.astype(z.dtype), est / tol)
+
+
+def _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body, fallback, fallback_iters):
+    """The second phase of :func:`_iterate`: a ``while_loop`` that runs at most once, and not at
+    all when the first phase was accepted; inside, up to ``fallback_iters`` updates of
+    ``fallback(start)``, then the state of whichever phase is accepted (the second if both)."""
+
+    def second(carry):
+        z, iterations, e, e_prev, _ = carry
+        start = jnp.where(jnp.all(jnp.isfinite(z)), z, z0)
+        body = make_body(fallback(start), fallback_iters, False)
+        inf = jnp.full((), jnp.inf, e.dtype)
+        init = (jnp.zeros((), jnp.int32), start, jnp.asarray(fallback_iters + 1, jnp.int32), inf, inf,
+                jnp.asarray(False))
+        k, z2, _, e2, e2_prev, _ = jax.lax.while_loop(lambda c: (c[0] < fallback_iters) & ~c[5], body, init)
+        return z2, iterations + k, e2, e2_prev, jnp.asarray(True)
+
+    accepted = below(e, e_prev, tol)
+    init = (z, iterations, e, e_prev, accepted)
+    z, iterations, e, e_prev, _ = jax.lax.while_loop(lambda c: ~c[4], second, init)
+    return z, iterations, e, e_prev
 
 
 def implicit_solve(
@@ -152,6 +191,8 @@ def implicit_solve(
     early_exit: bool = False,
     unroll: bool = True,
     scale: ArrayLike = 0.0,
+    fallback: Optional[Callable[[Array], Callable[[Array, Array], Array]]] = None,
+    fallback_iters: int = 0,
 ) -> tuple[Array, Any, StepInfo]:
     """Solve ``residual(z, args) = 0`` from ``z0``; returns ``(z, result, info)``.
 
@@ -163,6 +204,9 @@ def implicit_solve(
     ``vmap`` every lane then iterates as long as the slowest, each keeping its own result);
     ``False`` runs exactly ``max_iters`` updates. ``implicit_diff=False`` differentiates through the unrolled
     iterations instead (for testing the implicit gradient; it implies ``early_exit=False``).
+    ``fallback(z)`` returns a second update, used for up to ``fallback_iters`` more updates
+    when the first does not converge or contracts by less than ½ (see :func:`_iterate`; not
+    with ``implicit_diff=False``, whose unrolled iterations must be reverse-differentiable).
     """
     tol = default_tol(z0.dtype) if tol is None else tol
 
@@ -171,7 +215,7 @@ def implicit_solve(
 
     def solve(g_, z_init):
         return _iterate(g_, z_init, update, max_iters, tol, unroll, jax.lax.stop_gradient(scale),
-                        early_exit and implicit_diff)
+                        early_exit and implicit_diff, fallback if implicit_diff else None, fallback_iters)
 
     if implicit_diff:
         z, aux = jax.lax.custom_root(g, z0, solve, _tangent_solve, has_aux=True)
@@ -184,5 +228,5 @@ def implicit_solve(
     finite = jnp.isfinite(err) & jnp.all(jnp.isfinite(z))
     result = RESULTS.where(err <= 1, RESULTS.successful, RESULTS.implicit_solve_failed)
     result = RESULTS.where(finite, result, RESULTS.nonfinite_state)
-    iterations = jnp.minimum(first.astype(jnp.int32), max_iters)
+    iterations = jnp.minimum(first.astype(jnp.int32), max_iters + (fallback_iters if fallback is not None else 0))
     return z, result, StepInfo(res, iterations)

@@ -105,6 +105,7 @@ def _stage_residual(Z: Float[Array, "s n"], args) -> Float[Array, "s n"]:
     return Z - dt * _combine(A, _stage_fields(system.vector_field, y, Z))
 
 
+_AUTO_NEWTON_ITERS = 8  # solver="auto": the most simplified Newton updates after the fixed point
 _SMALL = 32  # up to this size: unrolled Jacobian columns and Gauss–Jordan inverse
 _SCALAR = 8  # up to this size: Gauss–Jordan on scalars
 
@@ -140,6 +141,16 @@ def _newton_update(f, Y0: Float[Array, "s n"], dt: Scalar, A: np.ndarray):
     return lambda r, _: jsl.lu_solve(lu, r.reshape(-1)).reshape(s, n)
 
 
+def _newton_fallback(f, Y: Float[Array, "s n"], dt: Scalar, A: np.ndarray):
+    """The simplified Newton update of ``solver="auto"``'s second phase, with each stage's
+    Jacobian at ``Y_j``: as :func:`_newton_update`, but traced compactly (``jacfwd``, one
+    :func:`~lpjax._small.solve_small` per update), since it is in every program and rarely runs."""
+    s, n = Y.shape
+    Js = [jax.jacfwd(f)(Y[j]) for j in range(s)]
+    M = jnp.eye(s * n, dtype=Y.dtype) - dt * jnp.block([[float(A[i, j]) * Js[j] for j in range(s)] for i in range(s)])
+    return lambda r, _: sm.solve_small(M, r.reshape(-1), pivot=True).reshape(s, n)
+
+
 @final
 class GaussLegendre(AbstractImplicitMethod):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
@@ -149,6 +160,15 @@ class GaussLegendre(AbstractImplicitMethod):
     function theorem instead of through the iterations), by at most ``max_iters`` iterations
     (until converged with ``early_exit=True``, the default; exactly ``max_iters`` otherwise):
 
+    * ``solver="auto"`` (the default of :class:`lpjax.diffrax.GaussLegendre`): the fixed point
+      below while it contracts; once its
+      contraction estimate θ reaches ½ (after two updates) or it fails, within the same step,
+      up to 8 updates of the simplified Newton iteration below, with the Jacobians at the
+      current stage values (from the predictor if the fixed point overflowed). That phase is a
+      ``while_loop`` that runs no iteration when the fixed point converged (under ``vmap``:
+      when it did in every lane), so non-stiff steps cost what the fixed point costs; stiff
+      steps (``dt ρ(f') ≳ 1``, where the fixed point diverges) converge, a linear problem in
+      one Newton update. ``max_iters`` (default 30) bounds the fixed-point updates;
     * ``solver="fixed_point"`` (default): ``Z <- dt (A ⊗ I) F(y + Z)``, contracting when
       ``dt ‖f'‖ ‖A‖ < 1``; ``max_iters`` defaults to 30;
     * ``solver="newton"``: simplified Newton with one factorisation per step,
@@ -159,8 +179,11 @@ class GaussLegendre(AbstractImplicitMethod):
       se(3), GL4 on so(3)) the matrix is inverted in closed form by scalar Gauss–Jordan
       elimination. Use it for stiff problems, where the fixed point does not contract.
 
-    The default is chosen by measurement (GL4, CPU, compiled, one run, iterating to roundoff
-    with the predictor): per step the fixed point costs 0.56–0.81 µs against 1.8 µs for Newton
+    ``"auto"`` is not yet :meth:`lpjax.integrate`'s default: its Newton phase, traced into every
+    program, doubles the XLA compile time of a GL4 rigid-body run (0.16 → 0.30 s).
+
+    The fixed point, as the default and as ``"auto"``'s first phase, is chosen by measurement
+    (GL4, CPU, compiled, one run, iterating to roundoff with the predictor): per step the fixed point costs 0.56–0.81 µs against 1.8 µs for Newton
     on the rigid body (dt 0.1; 6.92 updates against 2.00), 3.3–3.6 against 8.8–9.2 µs on the
     heavy top (dt 0.05; 10.0 against 2.82); with the Jacobian at ``y`` (an older variant) Newton
     also lost on the so(4) body (1.4 against 6.0 µs), the collective movable-base top (6.4
@@ -190,7 +213,7 @@ class GaussLegendre(AbstractImplicitMethod):
     """
 
     stages: int = eqx.field(static=True)
-    solver: Literal["newton", "fixed_point"] = eqx.field(static=True)
+    solver: Literal["auto", "newton", "fixed_point"] = eqx.field(static=True)
     max_iters: int = eqx.field(static=True)
     tol: Optional[float] = eqx.field(static=True)
     implicit_diff: bool = eqx.field(static=True)
@@ -203,7 +226,7 @@ class GaussLegendre(AbstractImplicitMethod):
         self,
         stages: int = 2,
         *,
-        solver: Literal["newton", "fixed_point"] = "fixed_point",
+        solver: Literal["auto", "newton", "fixed_point"] = "fixed_point",
         max_iters: Optional[int] = None,
         tol: Optional[float] = None,
         implicit_diff: bool = True,
@@ -212,8 +235,8 @@ class GaussLegendre(AbstractImplicitMethod):
         compensated: bool = True,
     ):
         A, b, c = gauss_legendre_tableau(stages)
-        if solver not in ("newton", "fixed_point"):
-            raise ValueError(f"solver must be 'newton' or 'fixed_point', got {solver!r}")
+        if solver not in ("auto", "newton", "fixed_point"):
+            raise ValueError(f"solver must be 'auto', 'newton' or 'fixed_point', got {solver!r}")
         if max_iters is None:
             max_iters = 6 if solver == "newton" else 30
         self.stages = int(stages)
@@ -269,14 +292,18 @@ class GaussLegendre(AbstractImplicitMethod):
         dtype = y.dtype
         f = system.vector_field
         Z0 = state.Z if self.predictor else dt * jnp.asarray(c, dtype)[:, None] * f(y)[None, :]
+        fallback = None
         if self.solver == "newton":
             update = _newton_update(f, y[None, :] + Z0, dt, A)
         else:
             update = lambda r, _: r  # noqa: E731  (Z - R(Z) = dt A F(y + Z))
+            if self.solver == "auto":
+                fallback = lambda Z: _newton_fallback(f, y[None, :] + Z, dt, A)  # noqa: E731
 
         Z, result, info = implicit_solve(
             _stage_residual, Z0, (system, y, dt, A), update, max_iters=self.max_iters, tol=self.tol,
             implicit_diff=self.implicit_diff, early_exit=self.early_exit, scale=jnp.abs(y)[None, :],
+            fallback=fallback, fallback_iters=_AUTO_NEWTON_ITERS,
         )
         return Z, _stage_fields(f, y, Z), result, info
 
