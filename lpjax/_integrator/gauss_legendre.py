@@ -179,7 +179,7 @@ class GaussLegendre(AbstractImplicitMethod):
       se(3), GL4 on so(3)) the matrix is inverted in closed form by scalar Gauss–Jordan
       elimination. Use it for stiff problems, where the fixed point does not contract.
 
-    ``"auto"`` is not yet :meth:`lpjax.integrate`'s default: its Newton phase, traced into every
+    ``"auto"`` is not yet :func:`lpjax.integrate`'s default: its Newton phase, traced into every
     program, doubles the XLA compile time of a GL4 rigid-body run (0.16 → 0.30 s).
 
     The fixed point, as the default and as ``"auto"``'s first phase, is chosen by measurement
