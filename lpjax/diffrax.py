@@ -55,6 +55,17 @@ def _no_counts() -> dict:
     return {"iterations": zero, "max_iterations": zero, "failed_steps": zero}
 
 
+def _real_ravel(tree) -> tuple[Array, Any]:
+    """``ravel_pytree`` into a real vector: a complex state as its real parts then its imaginary
+    parts, so that the solver runs in real arithmetic (no complex–float promotion anywhere, as
+    under ``jax_numpy_dtype_promotion="strict"``); ``unravel`` rebuilds the complex leaves."""
+    flat, unravel = ravel_pytree(tree)
+    if not jnp.iscomplexobj(flat):
+        return flat, unravel
+    n = flat.shape[0]
+    return jnp.concatenate([flat.real, flat.imag]), lambda r: unravel(jax.lax.complex(r[:n], r[n:]))
+
+
 def _dfx_result(result) -> dfx.RESULTS:
     return dfx.RESULTS.where(result == RESULTS.successful, dfx.RESULTS.successful,
                              dfx.RESULTS.nonlinear_max_steps_reached)
@@ -75,10 +86,10 @@ class _TermSystem(AbstractSystem):
     y_template: PyTree
 
     def vector_field(self, x):
-        _, unravel = ravel_pytree(self.y_template)
+        _, unravel = _real_ravel(self.y_template)
         k = self.terms.vf_prod(x[-1], unravel(x[:-1]), self.args, self.control)
         h = jnp.asarray(self.control, x.dtype)
-        return jnp.concatenate([ravel_pytree(k)[0].astype(x.dtype), h[None]])
+        return jnp.concatenate([_real_ravel(k)[0].astype(x.dtype), h[None]])
 
     def energy(self, x):
         raise NotImplementedError
@@ -113,8 +124,8 @@ class _Collocation(dfx.AbstractLocalInterpolation):
         del left
         if t1 is not None:
             return jax.tree.map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
-        flat, unravel = ravel_pytree(self.y0)
-        theta = (t0 - self.t0) / (self.t1 - self.t0)
+        flat, unravel = _real_ravel(self.y0)
+        theta = jnp.asarray((t0 - self.t0) / (self.t1 - self.t0), self.c.dtype)
         nodes = jnp.concatenate([jnp.zeros(1, self.c.dtype), self.c])
         ell = [jnp.prod(jnp.stack([(theta - nodes[j]) / (nodes[i] - nodes[j]) for j in range(nodes.shape[0]) if j != i]))
                for i in range(1, nodes.shape[0])]
@@ -154,14 +165,14 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         return self.inner.stages + 2
 
     def init(self, terms, t0, t1, y0, args):
-        y, _ = ravel_pytree(y0)
+        y, _ = _real_ravel(y0)
         h = jnp.asarray(terms.contr(t0, t1), y.dtype)
         x = jnp.concatenate([y, jnp.asarray(t0, y.dtype)[None]])
         return self.inner.init(_TermSystem(terms, args, h, y0), x, jnp.asarray(1.0, y.dtype)), h, _no_counts()
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
         solver_state, h_ref, counts = solver_state
-        y, unravel = ravel_pytree(y0)
+        y, unravel = _real_ravel(y0)
         system = _TermSystem(terms, args, _step_size(t0, t1, h_ref, y.dtype), y0)
         one = jnp.asarray(1.0, y.dtype)
         x = jnp.concatenate([y, jnp.asarray(t0, y.dtype)[None]])
