@@ -1,6 +1,6 @@
 """diffrax's own ODE tests with lpjax's Gauss–Legendre solvers in place of diffrax's.
 
-    python benchmarks/diffrax_conformance.py DIFFRAX_SOURCE [--stages 1 2 3] [--out benchmarks/results/]
+    python benchmarks/diffrax_conformance.py DIFFRAX_SOURCE [--stages 1 2 3] [--out benchmarks/results/] [pytest options]
 
 ``DIFFRAX_SOURCE`` is a diffrax source checkout (its ``test/`` folder; the PyPI sdist has none),
 at the tag of the installed diffrax, e.g. ``git clone --branch v0.7.2
@@ -12,7 +12,8 @@ The test folder is copied to a temporary directory and changed in two places onl
 ``test_integrate.py::test_basic`` the same. Then it runs, under diffrax's own conftest (x64,
 strict dtype promotion), ``test_integrate.py::test_basic``, ``test_integrate.py::test_ode_order``,
 ``test_detest.py``, ``test_global_interpolation.py`` and ``test_interpolation.py``, and writes the
-pass count and the failures to ``diffrax_conformance.json``.
+pass count and the failures to ``diffrax_conformance.json``, pytest's output to
+``diffrax_conformance.log``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tempfile
 
 import diffrax
 
-from lpjax._io import atomic_write_json
+from lpjax._io import atomic_write, atomic_write_json
 
 TARGETS = ("test_integrate.py::test_basic", "test_integrate.py::test_ode_order", "test_detest.py",
            "test_global_interpolation.py", "test_interpolation.py")
@@ -59,19 +60,16 @@ def main(argv=None) -> int:
     p.add_argument("source", type=pathlib.Path, help="a diffrax source checkout (with test/)")
     p.add_argument("--stages", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).parent / "results")
-    p.add_argument("pytest_args", nargs="*", help="passed on to pytest (after --)")
-    args = p.parse_args(argv)
+    args, pytest_args = p.parse_known_args(argv)  # the rest goes to pytest (e.g. -x, -k EXPR)
     if not (args.source / "test" / "helpers.py").is_file():
         raise SystemExit(f"{args.source} has no test/helpers.py: expected a diffrax source checkout")
     with tempfile.TemporaryDirectory() as tmp:
         test_dir = pathlib.Path(tmp) / "test"
         shutil.copytree(args.source / "test", test_dir)
         _substitute(test_dir, args.stages)
-        report = pathlib.Path(tmp) / "report.txt"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rfE",
-               *[f"test/{t}" for t in TARGETS], *args.pytest_args]
+               *[f"test/{t}" for t in TARGETS], *pytest_args]
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        report.write_text(proc.stdout + proc.stderr)
         print(proc.stdout[-6000:], proc.stderr[-2000:], sep="\n")
         summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
         counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|error|errors|skipped)", summary)}
@@ -80,6 +78,8 @@ def main(argv=None) -> int:
               "counts": counts, "failures": failures, "summary": summary}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(str(args.out / "diffrax_conformance.json"), result)
+    atomic_write(str(args.out / "diffrax_conformance.log"),
+                 lambda tmp: pathlib.Path(tmp).write_text(proc.stdout + proc.stderr))
     return proc.returncode
 
 
