@@ -28,7 +28,7 @@ from jaxtyping import Array, PyTree
 
 from . import _integrator
 from ._integrator import RESULTS
-from ._integrator.gauss_legendre import _combine
+from ._integrator.gauss_legendre import _collocation_weights, _combine
 from ._system import AbstractSystem
 
 __all__ = ["GaussLegendre", "LiePoissonTerm", "MapSolver", "MoserVeselov", "SurisLagrangeTop", "SurisClebsch",
@@ -100,18 +100,6 @@ class _TermSystem(AbstractSystem):
 
     def check_state(self, x) -> None:
         pass
-
-
-def _collocation_weights(c: np.ndarray, thetas) -> np.ndarray:
-    """``W[k, i] = ℓ_i(θ_k)``, ``ℓ_i`` the Lagrange basis on ``(0, c_1, …, c_s)`` belonging to
-    ``c_i``: ``u(θ) − y0 = Σ_i ℓ_i(θ) Z_i`` for the step's collocation polynomial ``u``."""
-    nodes = np.concatenate([[0.0], c])
-    P = np.polynomial.Polynomial
-    W = np.empty((len(thetas), len(c)))
-    for i, ci in enumerate(c):
-        others = np.delete(nodes, i + 1)
-        W[:, i] = (P.fromroots(others) / np.prod(ci - others))(np.asarray(thetas, dtype=float))
-    return W
 
 
 def _polynomial(y, Z, c, theta):

@@ -58,20 +58,24 @@ def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return A, b, c
 
 
-def _extrapolation(c: np.ndarray) -> np.ndarray:
-    """``E[j, i] = ℓ_i(1 + c_j)``: weights that evaluate a step's collocation polynomial at the
-    next step's nodes (HLW, *Geometric Numerical Integration*, VIII.6.1).
-
-    The polynomial ``u(t_k + θ dt) − y_k`` has degree s and passes through 0 at θ = 0 and the
-    stage increments ``Z_i`` at ``θ = c_i``; ``ℓ_i`` is its Lagrange basis on ``{0, c_1, …, c_s}``.
-    """
+def _collocation_weights(c: np.ndarray, thetas) -> np.ndarray:
+    """``W[k, i] = ℓ_i(θ_k)``, ``ℓ_i`` the Lagrange basis on ``{0, c_1, …, c_s}`` belonging to
+    ``c_i``: the step's collocation polynomial is ``u(t_k + θ dt) = y_k + Σ_i ℓ_i(θ) Z_i`` (it
+    has degree s and passes through 0 at θ = 0 and the stage increments ``Z_i`` at ``θ = c_i``)."""
     nodes = np.concatenate([[0.0], c])
     P = np.polynomial.Polynomial
-    E = np.empty((len(c), len(c)))
+    thetas = np.asarray(thetas, dtype=float)
+    W = np.empty((len(thetas), len(c)))
     for i, ci in enumerate(c):
         others = np.delete(nodes, i + 1)
-        E[:, i] = (P.fromroots(others) / np.prod(ci - others))(1.0 + c)
-    return E
+        W[:, i] = (P.fromroots(others) / np.prod(ci - others))(thetas)
+    return W
+
+
+def _extrapolation(c: np.ndarray) -> np.ndarray:
+    """``E[j, i] = ℓ_i(1 + c_j)``: weights that evaluate a step's collocation polynomial at the
+    next step's nodes (HLW, *Geometric Numerical Integration*, VIII.6.1)."""
+    return _collocation_weights(c, 1.0 + c)
 
 
 @final
