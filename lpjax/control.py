@@ -218,13 +218,13 @@ def tune_upright_top(
     method = GaussLegendre(2) if method is None else method
     _grid_steps(UPRIGHT_TOP_T, dt, "tune_upright_top")
 
-    s = jnp.asarray(math.log(rho0 / (rho_c - rho0)))
+    s = jnp.asarray(math.log(rho0 / (rho_c - rho0)), jnp.result_type(float))
     state = optimizer.init(s)
     history: list[tuple[float, float]] = []
     show = sys.stderr.isatty() if progress is None else bool(progress)
     with tqdm(total=max_steps, desc="tune (the first step compiles)", unit="it", disable=not show) as bar:
         for it in range(1, max_steps + 1):
-            s_new, state, value, grad = _tune_update(s, state, optimizer, rho_c, dt, method)
+            s_new, state, value, grad = _tune_update(s, _strong(state), optimizer, rho_c, dt, method)
             rho, J = rho_c * float(jax.nn.sigmoid(s)), float(value)
             dJ_drho = float(grad) / (rho * (1 - rho / rho_c))  # dJ/ds = dJ/dρ · ρ (1 − ρ/ρc)
             history.append((rho, J))
@@ -241,6 +241,12 @@ def tune_upright_top(
 @functools.lru_cache(maxsize=None)
 def _default_optimizer() -> optax.GradientTransformationExtraArgs:
     return optax.lbfgs()  # one instance, so that the compiled update below is reused across calls
+
+
+def _strong(tree):
+    """The arrays of ``tree`` without weak types. optax's state starts with weak-typed scalars
+    that its update returns strong: without this the update compiles three times, not once."""
+    return jax.tree.map(lambda a: jnp.asarray(a, a.dtype) if getattr(a, "weak_type", False) else a, tree)
 
 
 def _tune_loss(s, rho_c: float, dt: float, method):
