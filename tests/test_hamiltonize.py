@@ -72,7 +72,7 @@ def test_symplectic_path_follows_the_nonholonomic_flow():
     h = lpjax.Hamiltonized(system)
     g = np.array([0.2, -0.1, 1.0]) / np.linalg.norm([0.2, -0.1, 1.0])
     x0 = system.from_velocity(jnp.array([0.3, 0.5, -0.2]), jnp.asarray(g))
-    assert float(h.defects(x0[None])[0]) <= 1e-8
+    assert float(h.defects(jnp.tile(x0, (8, 1)))[0]) <= 1e-8  # 8 rows: the program of the n = 3 case above
     dtau, n = 0.005, 200
     sol = lpjax.integrate(h.canonical, lpjax.GaussLegendre(2), jax.jit(lambda x: h.to_canonical(x))(x0), dtau, n)
     t = h.time(sol.ys, dtau)
