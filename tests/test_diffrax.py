@@ -71,7 +71,7 @@ def test_order_under_diffrax_and_the_dense_output():
 def test_pid_controller_against_the_exact_top_and_kvaerno5():
     """PIDController at rtol = atol = 1e-8 and 1e-11 to t = 10: GL6's error stays below 100x the
     tolerance, falls by at least 100x between the two, and it needs no more steps than
-    Kvaerno5 (measured 125 and 494 accepted steps against 207 and 826)."""
+    Kvaerno5 (measured 16 and 40 accepted steps against 207 and 826; errors 1.4e-7 and 4.3e-10)."""
     exact = np.asarray(euler_top_exact(np.array([1.0, 2.0, 3.0]), np.asarray(M0), 10.0))
     errs, steps = [], []
     for tol in (1e-8, 1e-11):
