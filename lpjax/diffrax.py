@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, Optional, final
 
 try:
     import diffrax as dfx
@@ -110,16 +110,26 @@ def _polynomial(y, Z, c, theta):
     return y + sum(e * Z[i] for i, e in enumerate(ell))
 
 
+def _hermite(y0, y1, k0, k1, theta):
+    """The cubic through ``y0``, ``y1`` with slopes ``k0``, ``k1`` (per unit θ) at θ = 0, 1."""
+    t2, t3 = theta * theta, theta * theta * theta
+    return (2 * t3 - 3 * t2 + 1) * y0 + (t3 - 2 * t2 + theta) * k0 + (3 * t2 - 2 * t3) * y1 + (t3 - t2) * k1
+
+
 @final
 class _Collocation(dfx.AbstractLocalInterpolation):
     """The step's collocation polynomial ``u(t0 + θh) = y0 + Σ_i ℓ_i(θ) Z_i`` (ℓ_i the Lagrange
-    basis on ``(0, c_1, …, c_s)`` with ``ℓ_i(0) = 0``), of stage order s: local error O(h^{s+1})."""
+    basis on ``(0, c_1, …, c_s)`` with ``ℓ_i(0) = 0``), of stage order s: local error O(h^{s+1}).
+    For s = 1 that polynomial is a line, whose derivative is constant over the step (off by
+    O(h)): there ``k = (h f(y0), h f(y1))`` is given and the step is the cubic Hermite
+    interpolant through its ends (values O(h⁴), derivative O(h³) locally)."""
 
     t0: Any
     t1: Any
     y0: PyTree
     Z: Array
     c: Array
+    k: Optional[Array] = None
 
     def evaluate(self, t0, t1=None, left: bool = True):
         del left
@@ -127,7 +137,10 @@ class _Collocation(dfx.AbstractLocalInterpolation):
             return jax.tree.map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
         flat, unravel = _real_ravel(self.y0)
         theta = jnp.asarray((t0 - self.t0) / (self.t1 - self.t0), self.c.dtype)
-        return unravel(_polynomial(flat, self.Z, self.c, theta))
+        if self.k is None:
+            return unravel(_polynomial(flat, self.Z, self.c, theta))
+        y1 = _polynomial(flat, self.Z, self.c, jnp.ones_like(theta))
+        return unravel(_hermite(flat, y1, self.k[0], self.k[1], theta))
 
 
 @final
@@ -149,7 +162,8 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
     ``error_estimate=False`` takes only the full step (for constant steps; no estimate). A stage
     solve that does not converge returns an infinite error (an adaptive controller retries with
     a smaller step) and ``RESULTS.nonlinear_max_steps_reached``. Dense output: the collocation
-    polynomial (stage order s). The solver state ends with running totals over the accepted steps,
+    polynomial (stage order s); for s = 1, whose polynomial is a line, the cubic Hermite
+    interpolant through the step's ends (two more evaluations of ``f`` a step). The solver state ends with running totals over the accepted steps,
     ``{"iterations", "max_iterations", "failed_steps"}`` (``SaveAt(solver_state=True)``).
     """
 
@@ -195,6 +209,8 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
             err = (y_halves - new.y)[:-1] * (p / (p - 1))
             y_error = unravel(jnp.where(result == RESULTS.successful, err, jnp.inf))
         dense = dict(y0=y0, Z=Z[:, :-1], c=jnp.asarray(c, y.dtype))
+        if self.inner.stages == 1:  # h f at both ends, for the cubic Hermite dense output
+            dense["k"] = jnp.stack([system.vector_field(x)[:-1], system.vector_field(new.y)[:-1]])
         return (unravel(new.y[:-1]), y_error, dense, (new, h_ref, _count(counts, info, result)),
                 _dfx_result(result))
 
