@@ -93,7 +93,7 @@ class _TermSystem(AbstractSystem):
         return jnp.concatenate([_real_ravel(k)[0].astype(x.dtype), h[None]])
 
     def energy(self, x):
-        raise NotImplementedError
+        raise TypeError("a diffrax term carries no energy: only its vector field is stepped")
 
     def casimirs(self, x):
         return jnp.zeros((0,), x.dtype)
