@@ -23,7 +23,8 @@ class RESULTS(eqx.Enumeration):
     implicit_solve_failed = (
         "The implicit equations of a step did not converge to the tolerance within the "
         "fixed number of iterations. Reduce dt, raise max_iters, or for a stiff problem use "
-        "GaussLegendre(solver='newton')."
+        "GaussLegendre(solver='auto') (Newton where the fixed point does not contract) or "
+        "solver='newton'."
     )
     nonfinite_state = "The state became non-finite (NaN or inf). Reduce dt."
     invalid_initial_state = (
