@@ -2,7 +2,7 @@
 
 * :class:`GaussLegendre` solves any diffrax ``ODETerm`` (``diffeqsolve(ODETerm(f),
   lpjax.diffrax.GaussLegendre(2), ...)``) with constant steps or a ``PIDController``. Its dense
-  output is the step's collocation polynomial.
+  output is the collocation polynomial of each step taken.
 * :class:`LiePoissonTerm` carries an lpjax system. :class:`MoserVeselov`,
   :class:`SurisLagrangeTop`, :class:`SurisClebsch` and :class:`Collective` step it with the lpjax
   method of the same name (constant steps).
@@ -165,10 +165,10 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
     their local error is about 2^{-2s} of the estimate, and, a composition of two GL steps, they
     keep the method's symplecticity and quadratic invariants. On DETEST's C3, B1, D5 and E2 at
     rtol = atol = 1e-8 this cut the errors at t = 20 by 16–17× (GL4) and 50–73× (GL6) for the
-    same steps (``benchmarks/detest.py``). It costs three stage solves a step, but it holds for linear
-    problems, where every estimate made of the slopes ``f`` along the collocation polynomial
-    vanishes identically (the divided difference used before did: on DETEST C3 at a tolerance
-    of 1e-8 it let through local errors of 1e-4). ``error_estimate=False`` takes only the full
+    same steps (``benchmarks/detest.py``). It costs three stage solves a step, but it holds for
+    linear problems, where every estimate made of the slopes ``f`` along the collocation
+    polynomial vanishes identically (the divided difference used before did: on DETEST C3 at a
+    tolerance of 1e-8 it let through local errors of 1e-4). ``error_estimate=False`` takes only the full
     step, with no estimate: for constant steps, where it is :func:`lpjax.integrate`'s step. A
     stage solve that does not converge returns an infinite error (an adaptive controller
     retries with a step five times smaller, and diffrax counts a rejected step) and
