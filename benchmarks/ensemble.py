@@ -13,6 +13,10 @@ body-steps per second, the second call timed (compile time separately):
   iterations, as lpjax's default);
 * ``lpjax.ensemble(kernel="entries")``: the member program entry by entry over each block (every
   value a vector over the members, the layout of the numba loop);
+* ``lpjax.ensemble(kernel="native")``: the member program compiled by numba into one loop
+  (``lpjax._native``), with its compile time (first call minus second); and, in two fresh
+  processes sharing an empty cache directory, the first call of GL4 on the heavy top (the
+  first process compiles, the second loads the machine code from disk);
 * ``jax.vmap(lpjax.integrate)`` (the user's path before ``ensemble``), keeping the final state;
 * for the GL4 rigid body: diffrax ``Tsit5`` under ``vmap`` with the same constant steps.
 
@@ -160,6 +164,37 @@ def _memory_child() -> None:
                       "observables_bytes": int(sol.observables["energy"].nbytes), "failed": int(sol.failed.size)}))
 
 
+_PROBE = """
+import json, sys, time
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import lpjax
+from lpjax.systems import heavy_top
+system = heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
+y0s = np.tile([0.4, -0.8, 1.5, 0.3, 0.4, 0.8660254037844386], (64, 1))
+t = time.perf_counter()
+lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.01, 10, kernel="native")
+first = time.perf_counter() - t
+t = time.perf_counter()
+lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.01, 10, kernel="native")
+print(json.dumps({"first_call_s": first, "second_call_s": time.perf_counter() - t}))
+"""
+
+
+def _native_compile_times() -> dict:
+    """GL4 on the heavy top, kernel="native", in two fresh processes sharing an empty cache
+    directory: the first call of each (the first process compiles, the second loads numba's
+    disk cache), with the steady call beside it."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "LPJAX_CACHE_DIR": cache}
+        out = [json.loads(subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
+                                         check=True, timeout=1800).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    return {"case": "GL4, heavy top, kernel='native', 64 members x 10 steps", "cold_cache": out[0], "warm_cache": out[1]}
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--memory-child":
         return _memory_child()
@@ -187,6 +222,10 @@ def main() -> None:
             rows[-1]["mean_iterations"] = float(np.mean(sol.stats["mean_iterations"]))
             lpjax.ensemble(system, method, y0s[:4], dt, n, kernel="entries")
             add("lpjax.ensemble(kernel='entries')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="entries"))
+            add("lpjax.ensemble(kernel='native')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="native"))
+            nat = lpjax.ensemble(system, method, y0s, dt, n, kernel="native")
+            rows[-1]["mean_iterations"] = float(np.mean(nat.stats["mean_iterations"]))
+            rows[-1]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(nat.final_state - sol.final_state)))
             if numba_fn is not None:
                 add("numba SoA, prange over chunks", lambda: numba_fn(np.ascontiguousarray(y0s.T), n))
                 Y = np.ascontiguousarray(y0s.T)
@@ -202,6 +241,9 @@ def main() -> None:
         peer = next((p for p in rows if p["case"] == r["case"] and p["N"] == r["N"] and p["row"].startswith(
             "numba" if "GL4" not in r["case"] else "diffrax")), None)
         r["ratio_to_peer"] = r["throughput"] / peer["throughput"] if peer else None
+        scan = next(p for p in rows if p["case"] == r["case"] and p["N"] == r["N"] and p["row"] == "lpjax.ensemble")
+        r["ratio_to_scan"] = r["throughput"] / scan["throughput"]
+    compile_probe = _native_compile_times()
     memory = None
     if args.memory:
         out = subprocess.run([sys.executable, __file__, "--memory-child"], capture_output=True, text=True, check=True,
@@ -216,6 +258,9 @@ def main() -> None:
                    ("iters/step", 10, lambda r: f"{r['mean_iterations']:.2f}" if "mean_iterations" in r else "")],
                   rows, group="case")
     print("peer: the numba SoA loop (Suris, Moser-Veselov); diffrax Tsit5 (GL4)")
+    print(f"native compile, {compile_probe['case']}: first process {compile_probe['cold_cache']['first_call_s']:.2f} s, "
+          f"second process (disk cache) {compile_probe['warm_cache']['first_call_s']:.2f} s "
+          f"(steady call {compile_probe['warm_cache']['second_call_s']:.3f} s)")
     if memory:
         print(f"memory: {memory}")
 
@@ -228,7 +273,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     H.write_png(fig, args.out / "ensemble.png", 110)
     H.write_json(args.out / "ensemble.json", {"metadata": H.metadata("ensemble", "quick" if args.quick else "full", [], {}, ""),
-                                              "rows": rows, "memory": memory})
+                                              "rows": rows, "memory": memory,
+                                              "native_compile": compile_probe})
 
 
 if __name__ == "__main__":

@@ -290,6 +290,10 @@ def ensemble(
             - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
               loop inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode
               (slow: for tests);
+            - ``"native"`` (CPU, needs numba: ``pip install 'lpjax[cpu]'``): the member program
+              compiled into one machine-code loop (:mod:`lpjax._native`): chunks of members
+              over the cores, the time loop outside the member loop, one member's step as
+              straight-line scalar code; compiled once per program and cached on disk;
             - ``"auto"`` (default): ``"fused"`` on a GPU, ``"scan"`` otherwise.
 
             A program the entrywise evaluator cannot run (an unsupported primitive) falls back
@@ -331,13 +335,14 @@ def ensemble(
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     ndev = len(devices) if devices else 1
     platform = platform_of(None, devices)
-    workers = 1 if devices else max(1, min(os.cpu_count() or 1, 4))
+    kernel = resolve_kernel(kernel, platform)
+    # one chunk at a time where the kernel spreads a chunk over the cores itself (native)
+    workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))
     chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" else _ACCEL_CHUNK), N)
     if chunk_size is None and platform == "cpu":  # at least one chunk per worker thread
         chunk = min(chunk, max(CPU_BLOCK, -(-N // workers)))
     padded = -(-chunk // ndev) * ndev  # members the compiled chunk runs (the rest are copies)
     n_chunks = -(-N // chunk)
-    kernel = resolve_kernel(kernel, platform)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn, kernel, platform, rdtype, batched)
     n_save = n_steps // save_every
 

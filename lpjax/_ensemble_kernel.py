@@ -26,13 +26,15 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._fused import run_fused
+from ._native import available as native_available
+from ._native import run_native
 from ._integrate import _Carry
 from ._integrator import RESULTS, AbstractIntegrator
 from ._soa import Unfusable, members_last
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
 
-KERNELS = ("auto", "scan", "entries", "fused")
+KERNELS = ("auto", "scan", "entries", "fused", "native")
 _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
 CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
@@ -56,13 +58,19 @@ def platform_of(platform: Optional[str], devices=None) -> str:
 
 
 def resolve_kernel(kernel: str, platform: str) -> str:
-    """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU, the scan elsewhere."""
+    """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU; on CPU the native kernel
+    when numba is installed (the ``lpjax[cpu]`` extra), else the scan; the scan elsewhere."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "auto":
         return "fused" if platform == "gpu" else "scan"
     if kernel == "fused" and platform == "tpu":
         raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
+    if kernel == "native":
+        if platform != "cpu":
+            raise ValueError(f"kernel='native' compiles for the CPU, not {platform!r}")
+        if not native_available():
+            raise ValueError("kernel='native' needs numba: pip install 'lpjax[cpu]'")
     return kernel
 
 
@@ -73,6 +81,8 @@ def block_size(n: int, platform: str, kernel: str) -> int:
     the chunk size. Otherwise one block of all members (a wide batch)."""
     if kernel == "fused" and platform == "gpu":
         return min(_FUSED_BLOCK, 1 << max(0, (n - 1).bit_length()))
+    if kernel == "native":  # one call for every member: the kernel splits them into chunks itself
+        return n
     if platform == "cpu":
         return max(64, 1 << (min(n, CPU_BLOCK).bit_length() - 1))
     return n
@@ -133,6 +143,9 @@ def _run_members(member: _Member, dyn, y0s, batched: bool, block: int, kernel: s
     n_save = member.n_steps // member.save_every
     if kernel == "fused":
         (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, platform)
+        return y_final, saved, result, stats
+    if kernel == "native":
+        (y_final, result, stats), saved = run_native(member, dyn, y0s, n_save, batched)
         return y_final, saved, result, stats
     init, observe, summary = (_members_last(f, batched, kernel) for f in (member.init, member.observe, member.summary))
     if kernel == "scan":  # the time loop outside the vmap: the carry keeps the member axis last
@@ -226,8 +239,9 @@ class EnsembleFunction(eqx.Module):
         try:
             return self._run(dyn, y0s, kernel)
         except Unfusable as e:
-            warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run entry by "
-                      f"entry ({e}); using kernel='scan'")
+            how = "natively (kernel='native')" if kernel == "native" else "entry by entry"
+            warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run {how} "
+                      f"({e}); using kernel='scan'")
             return self._run(dyn, y0s, "scan")
 
     def _run(self, dyn, y0s, kernel: str) -> EnsembleOutput:

@@ -39,7 +39,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-from ._soa import Context, Unfusable, evaluate, from_vectors, trace, vectors
+from ._soa import Context, evaluate, from_vectors, member_avals, trace_member, vectors
 
 __all__ = ["run_fused", "printing_triton_ir"]
 
@@ -56,17 +56,6 @@ def printing_triton_ir():
         yield
     finally:
         _debug = before
-
-
-def _member_avals(leaves, batched: bool) -> list:
-    return [jax.ShapeDtypeStruct(a.shape[1:] if batched else a.shape, a.dtype) for a in leaves]
-
-
-def _trace(fn, *avals):
-    closed, out = trace(fn, *avals)
-    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
-        raise Unfusable("the member program closes over traced values")
-    return closed, out
 
 
 def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
@@ -87,18 +76,18 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
 
         return fn
 
-    mem_avals = _member_avals(mem_leaves, False)
-    dyn_avals = _member_avals(dyn_leaves, batched)
-    init_j, carry_shape = _trace(program("init"), mem_avals, dyn_avals, jax.ShapeDtypeStruct((d,), y0s.dtype))
+    mem_avals = member_avals(mem_leaves, False)
+    dyn_avals = member_avals(dyn_leaves, batched)
+    init_j, carry_shape = trace_member(program("init"), mem_avals, dyn_avals, jax.ShapeDtypeStruct((d,), y0s.dtype))
     carry_avals, carry_tree = jax.tree.flatten(carry_shape)
 
     def on_carry(name):
         fn = program(name)
         return lambda mem_l, dyn_l, carry_l: jax.tree.leaves(fn(mem_l, dyn_l, jax.tree.unflatten(carry_tree, carry_l)))
 
-    advance_j, _ = _trace(on_carry("advance"), mem_avals, dyn_avals, carry_avals)
-    observe_j, obs_shape = _trace(program("observe"), mem_avals, dyn_avals, carry_shape)
-    summary_j, sum_shape = _trace(program("summary"), mem_avals, dyn_avals, carry_shape)
+    advance_j, _ = trace_member(on_carry("advance"), mem_avals, dyn_avals, carry_avals)
+    observe_j, obs_shape = trace_member(program("observe"), mem_avals, dyn_avals, carry_shape)
+    summary_j, sum_shape = trace_member(program("summary"), mem_avals, dyn_avals, carry_shape)
     obs_avals, obs_tree = jax.tree.flatten(obs_shape)
     sum_avals, sum_tree = jax.tree.flatten(sum_shape)
 

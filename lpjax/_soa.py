@@ -37,7 +37,8 @@ from ._soa_rules import (
     _is_entries, _move, _reduce, _scatter_combine, _stacked, from_vectors, vectors,
 )
 
-__all__ = ["Unfusable", "Context", "members_last", "split", "join", "evaluate", "vectors", "from_vectors", "trace"]
+__all__ = ["Unfusable", "Context", "members_last", "split", "join", "evaluate", "vectors", "from_vectors", "trace",
+           "trace_member", "member_avals"]
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat": "jaxpr", "checkpoint": "jaxpr",
@@ -128,6 +129,8 @@ def _cond(ctx: Context, eqn, vals):
     return result
 
 
+_CONTROL = {"scan": _scan, "while": _while, "cond": _cond}
+
 # ------------------------------------------------------------------------------------- the evaluator
 
 
@@ -161,12 +164,8 @@ def evaluate(ctx: Context, jaxpr, consts, args) -> list:
             outs = _call(ctx, eqn, vals)
         elif name == "call_hi_primitive":  # JAX ≥ 0.11: custom_jvp/vjp and remat as "high" primitives
             outs = _lowered(ctx, eqn, vals)
-        elif name == "scan":
-            outs = _scan(ctx, eqn, vals)
-        elif name == "while":
-            outs = _while(ctx, eqn, vals)
-        elif name == "cond":
-            outs = _cond(ctx, eqn, vals)
+        elif name in _CONTROL:
+            outs = (ctx.control or _CONTROL)[name](ctx, eqn, vals)
         else:
             raise Unfusable(f"primitive {name!r}")
         for v, o in zip(eqn.outvars, outs):
@@ -255,6 +254,20 @@ def trace(fn: Callable, *avals) -> tuple:
     so that JAX's trace cache cannot hand back a trace made outside the context."""
     with entrywise_solves():
         return jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*avals)
+
+
+def member_avals(leaves, batched: bool) -> list:
+    """One member's avals of ``leaves`` (without their leading member axis if ``batched``)."""
+    return [jax.ShapeDtypeStruct(a.shape[1:] if batched else a.shape, a.dtype) for a in leaves]
+
+
+def trace_member(fn: Callable, *avals) -> tuple:
+    """:func:`trace` for a kernel: a program that closes over traced values is refused
+    (:class:`Unfusable`), since a kernel takes every array it uses as an input."""
+    closed, out = trace(fn, *avals)
+    if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        raise Unfusable("the member program closes over traced values")
+    return closed, out
 
 
 def _broadcast_prefix(prefix, tree) -> list:

@@ -49,7 +49,11 @@ def _is_entries(v) -> bool:
 
 
 class Context:
-    """The block size B and the member-vector helpers."""
+    """The block size B and the member-vector helpers. ``control`` maps ``scan``, ``while`` and
+    ``cond`` to rules of the same signature as the evaluator's (``None``: its own, which build
+    JAX loops over member vectors); a context that emits code instead gives its own."""
+
+    control = None
 
     def __init__(self, B: int):
         self.B = B
@@ -77,6 +81,17 @@ class Context:
         if len(shapes) > 1:
             args = [a if jnp.shape(a) == (self.B,) else jnp.broadcast_to(jnp.asarray(a), (self.B,)) for a in args]
         return prim.bind(*args, **params)
+
+    def binary(self, op: Callable, a, b):
+        """``op`` (``lax.add``, ``lax.mul``, ``lax.max``, ...) on two entries."""
+        if jnp.shape(a) != jnp.shape(b):
+            a, b = self.full(a, jnp.result_type(a)), self.full(b, jnp.result_type(b))
+        return op(a, b)
+
+    @staticmethod
+    def cast(x, dtype):
+        """An entry as ``dtype``."""
+        return jnp.asarray(x).astype(dtype) if jnp.result_type(x) != dtype else jnp.asarray(x)
 
 
 def _constant(prim, vals, params):
@@ -148,7 +163,7 @@ def _scatter_combine(ctx: Context, eqn, vals):
         acc = o[i]
         for j in np.flatnonzero(hits[:, i]):
             for _ in range(hits[j, i]):
-                acc = _binary(ctx, op, acc, u[j])
+                acc = ctx.binary(op, acc, u[j])
         out[i] = acc
     return [out.reshape(o_aval.shape)]
 
@@ -165,14 +180,8 @@ def _reduce(ctx: Context, eqn, vals):
     op = _REDUCERS[eqn.primitive.name]
     out = np.empty(e.shape[:-1], object)
     for i in np.ndindex(out.shape):
-        out[i] = functools.reduce(lambda a, b: _binary(ctx, op, a, b), list(e[i]))
+        out[i] = functools.reduce(lambda a, b: ctx.binary(op, a, b), list(e[i]))
     return [out]
-
-
-def _binary(ctx: Context, op: Callable, a, b):
-    if jnp.shape(a) != jnp.shape(b):
-        a, b = ctx.full(a, jnp.result_type(a)), ctx.full(b, jnp.result_type(b))
-    return op(a, b)
 
 
 def _dot_general(ctx: Context, eqn, vals):
@@ -192,15 +201,11 @@ def _dot_general(ctx: Context, eqn, vals):
     for b in np.ndindex(bshape):
         for i in np.ndindex(L.shape[nb:-1]):
             for j in np.ndindex(R.shape[nb:-1]):
-                terms = [_binary(ctx, lax.mul, _as(L[b + i + (k,)], out_dtype), _as(R[b + j + (k,)], out_dtype))
+                terms = [ctx.binary(lax.mul, ctx.cast(L[b + i + (k,)], out_dtype), ctx.cast(R[b + j + (k,)], out_dtype))
                          for k in range(nk)]
-                acc = functools.reduce(lambda a, c: _binary(ctx, lax.add, a, c), terms) if terms else jnp.zeros((), out_dtype)
+                acc = functools.reduce(lambda a, c: ctx.binary(lax.add, a, c), terms) if terms else jnp.zeros((), out_dtype)
                 out[b + i + j] = acc
     return [out]
-
-
-def _as(x, dtype):
-    return jnp.asarray(x).astype(dtype) if jnp.result_type(x) != dtype else jnp.asarray(x)
 
 
 def _stacked(ctx: Context, v, aval) -> jax.Array:

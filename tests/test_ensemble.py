@@ -338,7 +338,7 @@ def test_what_cannot_be_fused_falls_back_to_the_scan_once():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="kernel must be one of 'auto', 'scan', 'entries', 'fused', got 'pallas'"):
+    with pytest.raises(ValueError, match="kernel must be one of 'auto', 'scan', 'entries', 'fused', 'native', got 'pallas'"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, kernel="pallas")
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, chunk_size=0)
