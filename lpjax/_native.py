@@ -7,17 +7,20 @@ The member program (``init``, ``step``, ``observe``, ``summary``: the pieces of
 array value of the member program becomes an object array of scalar variables, every
 primitive on them one line of scalar Python (``v12 = (v3 * v7)``), data movement with indices
 known at trace time moves names, and constants fold at trace time. ``scan`` becomes a ``for``
-loop (unrolled when small, so that the member loop stays free of inner loops), ``while`` a
-``while`` loop per member, ``cond`` an ``if``. The pieces are placed into one kernel
-(numba, ``parallel=True``, ``fastmath=False``, ``error_model="numpy"``):
+loop, ``while`` a ``while`` loop per member, ``cond`` an ``if``. Each piece becomes a scalar
+function (numba, ``fastmath=False``, ``error_model="numpy"``, inlined at numba's IR level), and
+``run_chunk`` runs them:
 
-* a parallel loop over cache-sized chunks of members (a thread pool; the compiled chunk loop
-  runs without the GIL);
+* over cache-sized chunks of :data:`CHUNK` members, spread over a thread pool (the compiled
+  chunk loop runs without the GIL);
 * per chunk, one contiguous local array per scalar of the member's carry (state, result code,
   statistics);
-* the time loop outside the member loop, whose body is one member's step as straight-line
-  scalar code (the compiler vectorizes it across members when the step has no inner loop);
+* the time loop outside the member loop, whose body is one member's step;
 * the observables written at the saves, then the final state, result codes and statistics.
+
+Experimental: numba's front end takes seconds per thousand lines of scalar code, so programs
+over :data:`MAX_LINES` lines run on the scan instead, and the member loop does not vectorize
+yet (the README has the measured figures).
 
 Every member runs the same scalar code whatever its chunk and thread, without reassociation
 or contraction (``fastmath=False``), so results do not depend on the thread count or the
@@ -50,12 +53,12 @@ import numpy as np
 from ._native_rules import HELPERS, Source, Sym, lit
 from ._soa import Unfusable, evaluate, member_avals, trace_member
 
-__all__ = ["available", "run_native", "cache_dir", "CHUNK"]
+__all__ = ["available", "run_native", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
 
 CHUNK = 512  # members per chunk: a chunk's carry (a few hundred scalars a member) stays in L2
 THREADS = None  # threads over the chunks (None: one per core)
 MAX_LINES = 6000  # numba compiles ~100-300 lines of scalar code a second: larger programs run on the scan
-_INLINE = "always"  # the pieces inlined into the chunk loop (numba's IR), so that it vectorizes
+_INLINE = "always"  # the pieces inlined into the chunk loop (numba's IR)
 _compiled: dict = {}
 
 
