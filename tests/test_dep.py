@@ -133,6 +133,7 @@ def test_reconstructed_attitudes_solve_the_discrete_euler_lagrange_equations(cas
     assert _del_residual(system, ell, sol.ys, sol.gs.R) <= 1e-12 * scale
 
 
+@pytest.mark.xla_default  # det g - 1 for Moser-Veselov so(3): 1.10e-13 without FMA contraction
 @pytest.mark.parametrize("case", [CASES[i] for i in (0, 3, 4, 6)], ids=[IDS[i] for i in (0, 3, 4, 6)])
 def test_attitude_stays_in_so_n_and_noether_momentum_is_kept(case):
     """10⁴ steps: |gᵀg − I| and det g at roundoff; the spatial momentum g M gᵀ (free body),
