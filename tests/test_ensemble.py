@@ -206,10 +206,12 @@ _SHARDED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xla_default  # bit-identity holds for XLA's default codegen; the fast settings differ at roundoff
 def test_four_devices_match_one_bit_for_bit():
     """Four forced host devices (shard_map over the member axis) against one device."""
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4".strip()}
+    # XLA's default codegen (the suite's fast-compile settings, conftest.py, are not bit-identical
+    # across batch shapes)
+    flags = os.environ.get("LPJAX_TEST_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+    env = {**os.environ, "XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count=4".strip()}
     run = subprocess.run([sys.executable, "-c", _SHARDED], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
