@@ -13,8 +13,10 @@ A test that pins a roundoff floor set with XLA's default settings carries the ma
 """
 
 import os
+import re
 import subprocess
 import sys
+from typing import Optional
 
 XLA_FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
 FAST = os.environ.get("LPJAX_TEST_XLA", "fast") != "default"
@@ -63,42 +65,23 @@ def pytest_configure(config):
                                        "settings; runs in a child pytest with them (see conftest.py)")
 
 
-_CHILD_RUNS = {}  # test function's node id -> {test name: failure text or None}
-
-
-def _child_run(function_id: str, rootpath) -> dict:
-    """Every parametrization of one test function in a child pytest with XLA's defaults."""
-    import tempfile
-    import xml.etree.ElementTree as ET
-
+def _child_run(nodeid: str, rootpath) -> Optional[str]:
+    """One test in a child pytest with XLA's default settings: None if it passed, else its report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update(XLA_FLAGS=_USER_XLA_FLAGS, LPJAX_TEST_XLA="default")
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "report.xml")
-        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                              function_id], cwd=rootpath, env=env, capture_output=True, text=True, timeout=600)
-        if not os.path.exists(report):
-            raise RuntimeError(f"the child pytest did not run (rc {run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
-        results = {}
-        for case in ET.parse(report).getroot().iter("testcase"):
-            bad = [e for e in case if e.tag in ("failure", "error", "skipped")]
-            results[case.get("name")] = (bad[0].get("message", "") + "\n" + (bad[0].text or "")) if bad else None
-    return results
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid], cwd=rootpath,
+                         env=env, capture_output=True, text=True, timeout=600)
+    if run.returncode == 0 and re.search(r"^1 passed", run.stdout, re.M):
+        return None
+    return f"rc {run.returncode}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
 
 
 def pytest_pyfunc_call(pyfuncitem):
-    """An ``xla_default`` test under the fast settings: its function runs in a child pytest with
-    XLA's default settings (once per worker for all its parametrizations); this item passes or
-    fails as it did there."""
+    """An ``xla_default`` test under the fast settings runs in a child pytest with XLA's default
+    settings; this item passes or fails as it did there."""
     if not (FAST and pyfuncitem.get_closest_marker("xla_default")):
         return None
-    function_id = pyfuncitem.nodeid.split("[")[0]
-    if function_id not in _CHILD_RUNS:
-        _CHILD_RUNS[function_id] = _child_run(function_id, pyfuncitem.config.rootpath)
-    results = _CHILD_RUNS[function_id]
-    if pyfuncitem.name not in results:
-        pytest.fail(f"{pyfuncitem.name} did not run in the child pytest (ran: {sorted(results)})", pytrace=False)
-    if results[pyfuncitem.name] is not None:
-        pytest.fail(f"under XLA's default compiler settings (child pytest):\n{results[pyfuncitem.name][-4000:]}",
-                    pytrace=False)
+    failure = _child_run(pyfuncitem.nodeid, pyfuncitem.config.rootpath)
+    if failure is not None:
+        pytest.fail(f"under XLA's default compiler settings (child pytest): {failure}", pytrace=False)
     return True
