@@ -23,8 +23,15 @@ HT = heavy_top(jnp.array([1.0, 1.3, 0.7]), jnp.array([0.0, 0.0, 1.0]), 2.0)
 HT0 = jnp.array([0.4, -0.8, 1.5, 0.3, 0.4, 0.8660254037844386])
 
 
+_TERMS = {}
+
+
 def _term(system):
-    return dfx.ODETerm(lambda t, y, args: system.vector_field(y))
+    """One ODETerm per system: a new lambda is a new static argument of diffeqsolve, so each
+    call would trace and compile anew (the system is kept with it, so that its id stays its own)."""
+    if id(system) not in _TERMS:
+        _TERMS[id(system)] = (system, dfx.ODETerm(lambda t, y, args: system.vector_field(y)))
+    return _TERMS[id(system)][1]
 
 
 def _solve(term, solver, y0, dt, n, **kw):
@@ -57,10 +64,9 @@ def test_order_under_diffrax_and_the_dense_output():
     exact = lambda t: np.asarray(euler_top_exact(np.array([1.0, 2.0, 3.0]), np.asarray(M0), t))  # noqa: E731
     dts, errs, dense = [0.1, 0.05, 0.025], [], []
     t_dense = jnp.linspace(0.013, 1.987, 100)
-    for dt in dts:
-        n = int(round(2.0 / dt))
+    for dt in dts:  # one program for every dt: dt an array, max_steps that of the smallest
         sol = dfx.diffeqsolve(_term(RB), ldx.GaussLegendre(2, error_estimate=False), jnp.asarray(0.0), jnp.asarray(2.0), jnp.asarray(dt), M0,
-                              saveat=dfx.SaveAt(t1=True, dense=True), max_steps=n + 1)
+                              saveat=dfx.SaveAt(t1=True, dense=True), max_steps=81)
         errs.append(float(jnp.max(jnp.abs(sol.ys[-1] - exact(2.0)))))
         got = jax.vmap(sol.evaluate)(t_dense)
         dense.append(float(np.max(np.abs(np.asarray(got) - exact(np.asarray(t_dense))))))
@@ -79,8 +85,8 @@ def test_dense_derivative_of_one_stage():
     vals, ders = [], []
     dts = [0.02, 0.01, 0.005, 0.001]
     for h in dts:
-        sol = dfx.diffeqsolve(term, ldx.GaussLegendre(1, error_estimate=False), 0.0, 1.0, h, y0,
-                              saveat=dfx.SaveAt(dense=True), max_steps=1001)  # one program for every h
+        sol = dfx.diffeqsolve(term, ldx.GaussLegendre(1, error_estimate=False), 0.0, 1.0, jnp.asarray(h), y0,
+                              saveat=dfx.SaveAt(dense=True), max_steps=1001)  # one program for every h (an array)
         v, d = np.asarray(jax.vmap(sol.evaluate)(ts)), np.asarray(jax.vmap(sol.derivative)(ts))
         assert v[0] == exact[0]
         vals.append(np.max(np.abs(v - exact)))
@@ -97,7 +103,7 @@ def test_pid_controller_against_the_exact_top_and_kvaerno5():
     exact = np.asarray(euler_top_exact(np.array([1.0, 2.0, 3.0]), np.asarray(M0), 10.0))
     errs, steps = [], []
     for tol in (1e-8, 1e-11):
-        ctrl = dfx.PIDController(rtol=tol, atol=tol)
+        ctrl = dfx.PIDController(rtol=jnp.asarray(tol), atol=jnp.asarray(tol))  # arrays: one compile for both
         gl = dfx.diffeqsolve(_term(RB), ldx.GaussLegendre(3), 0.0, 10.0, 0.1, M0, stepsize_controller=ctrl,
                              max_steps=100_000)
         kv = dfx.diffeqsolve(_term(RB), dfx.Kvaerno5(), 0.0, 10.0, 0.1, M0, stepsize_controller=ctrl, max_steps=100_000)
