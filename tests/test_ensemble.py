@@ -177,7 +177,7 @@ def test_kill_and_resume(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     done = np.asarray(zarr.open_group(path, mode="r")["chunk_done"][:]).astype(bool)
-    assert 2 <= done.sum() < done.size, done  # killed mid-run
+    assert 1 <= done.sum() < done.size, done  # killed mid-run (the second mark may race the kill)
     fingerprint = zarr.open_group(path, mode="r").attrs["fingerprint"]
     resumed = _store_run(path, resume=True, **_LONG)
     whole = _store_run(str(tmp_path / "whole.zarr"), **_LONG)
