@@ -157,7 +157,7 @@ _CHILD = textwrap.dedent("""
 
     marked, mark_done = itertools.count(1), Store.mark_done
 
-    def kill_at_the_third(self, k):  # SIGKILL with two chunks done, the third written, not yet marked
+    def kill_at_the_third(self, k):  # SIGKILL at the third mark: its chunk written, not marked
         if next(marked) >= 3:
             os.kill(os.getpid(), signal.SIGKILL)
         mark_done(self, k)
