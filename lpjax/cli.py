@@ -361,8 +361,7 @@ def reproduce_cmd(figure, out):
 @click.option("--rho0", type=float, default=None, help="initial gain in (0, rho_c) (default 0.9 rho_c)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object: rho, rho_c, cost, cost_paper, iterations")
 @click.option("--plot", help="write a PNG: J over the stable range, and Gamma_3(t) at rho* and 0.9 rho_c")
-@click.option("--max-steps", type=click.IntRange(min=1), default=100, show_default=True,
-              help="most optimizer updates (it stops earlier at |rho dJ/drho| <= 1e-9 J)")
+@click.option("--max-steps", type=click.IntRange(min=1), default=100, show_default=True, help="most optimizer updates")
 @click.option("--progress/--no-progress", default=None, help="a progress bar per iteration (default: when stderr is a terminal)")
 def tune_cmd(problem, rho0, as_json, plot, max_steps, progress):
     """Tune a control gain: movable-top (seed 002, sec. 5.3)."""
