@@ -10,12 +10,19 @@ GL4, Moser-Veselov, RK4 and a gradient). The suite's time halves (1243 s -> 644 
 A test that pins a roundoff floor set with XLA's default settings carries the marker
 ``xla_default``: under the fast settings it runs in a child pytest with XLA's defaults.
 ``LPJAX_TEST_XLA=default make test`` runs everything with the defaults.
+
+Hangs. A test that runs past ``LPJAX_TEST_HANG_S`` seconds (300; the slowest takes about 40 s)
+is taken to have hung: faulthandler writes the Python stack of every thread of its process to a
+file and ends the process, pytest-xdist reports the test as crashed and goes on, and the
+session's summary prints the stacks.
 """
 
+import faulthandler
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from typing import Optional
 
 XLA_FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
@@ -25,6 +32,12 @@ FAST = os.environ.get("LPJAX_TEST_XLA", "fast") != "default"
 _USER_XLA_FLAGS = os.environ.setdefault("LPJAX_TEST_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if FAST and XLA_FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):  # before JAX starts its backend
     os.environ["XLA_FLAGS"] = f"{_USER_XLA_FLAGS} {XLA_FAST_COMPILE}".strip()  # the tests' subprocesses inherit it
+
+HANG_S = float(os.environ.get("LPJAX_TEST_HANG_S", "300"))
+_OWN_HANG_DIR = "LPJAX_TEST_HANG_DIR" not in os.environ  # this process starts the session (workers inherit it)
+if _OWN_HANG_DIR:
+    os.environ["LPJAX_TEST_HANG_DIR"] = tempfile.mkdtemp(prefix="lpjax-test-hangs-")
+_HANG_DIR = os.environ["LPJAX_TEST_HANG_DIR"]
 
 import jax
 import pytest
@@ -70,7 +83,7 @@ def _child_run(nodeid: str, rootpath) -> Optional[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env.update(XLA_FLAGS=_USER_XLA_FLAGS, LPJAX_TEST_XLA="default")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", nodeid], cwd=rootpath,
-                         env=env, capture_output=True, text=True, timeout=600)
+                         env=env, capture_output=True, text=True, timeout=HANG_S / 2)
     if run.returncode == 0 and re.search(r"^1 passed", run.stdout, re.M):
         return None
     return f"rc {run.returncode}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
@@ -85,3 +98,45 @@ def pytest_pyfunc_call(pyfuncitem):
     if failure is not None:
         pytest.fail(f"under XLA's default compiler settings (child pytest): {failure}", pytrace=False)
     return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Arm the hang watchdog (module docstring) for the test's setup, call and teardown."""
+    path = os.path.join(_HANG_DIR, f"{os.getpid()}.txt")
+    with open(path, "w") as f:
+        f.write(f"{item.nodeid} ran past {HANG_S:g} s (or its process died); the stacks of its threads:\n")
+        f.flush()
+        faulthandler.dump_traceback_later(HANG_S, exit=True, file=f)
+        try:
+            return (yield)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            os.remove(path)
+
+
+_RUNNER_FRAME = re.compile(r"site-packages/(_pytest|pluggy|xdist|execnet)/|File \"<string>\"")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The watchdog's reports of processes that hung or died in a test."""
+    if not _OWN_HANG_DIR:
+        return
+    for name in sorted(os.listdir(_HANG_DIR)):
+        if not _alive(int(name[:-4])):
+            terminalreporter.write_sep("=", f"hung test (process {name[:-4]})")
+            with open(os.path.join(_HANG_DIR, name)) as f:  # without pytest's own frames
+                terminalreporter.write("".join(line for line in f if not _RUNNER_FRAME.search(line)))
+
+
+def pytest_unconfigure(config):
+    if _OWN_HANG_DIR and not os.listdir(_HANG_DIR):
+        os.rmdir(_HANG_DIR)
