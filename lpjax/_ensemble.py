@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import functools
 import json
 import os
 import re
@@ -105,6 +104,7 @@ def _first_member(system):
     return eqx.combine(jax.tree.map(lambda a: a[0], dyn), static)
 
 
+@eqx.filter_jit  # traced once per system structure, method and state shape (ensemble checks every call)
 def _one_step(system, method, y, dt):
     state = method.init(system, y, dt)
     return method.observe(system, method.step(system, state, dt)[0])
@@ -122,7 +122,7 @@ def _check_members(system, method, batched: bool, who: str, y_one=None, dt=None)
     def check(s):
         method.check_system(s)
         if y_one is not None:
-            out = jax.eval_shape(functools.partial(_one_step, s, method), y_one, dt)
+            out = eqx.filter_eval_shape(_one_step, s, method, y_one, dt)
             if out.shape != y_one.shape:
                 raise ValueError(f"{who}: one step of {type(method).__name__} maps a state of shape {y_one.shape} to "
                                  f"{out.shape}")
