@@ -131,6 +131,22 @@ def _casimir_drift(system, y0s, y1s) -> float:
     return float(jnp.max(jnp.abs(c1 - c0) / jnp.maximum(jnp.abs(c0), 1e-300)))
 
 
+def plot(rows, device: str):
+    """Throughput against N: one panel per case, one line per row and dtype."""
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    fig, axes = H.plt.subplots(2, 2, figsize=(13, 9))
+    for ax, case in zip(axes.flat, cases):
+        lines = list(dict.fromkeys((r["row"], r["dtype"]) for r in rows if r["case"] == case))
+        for k, (row, dtype) in enumerate(lines):
+            rs = [r for r in rows if (r["case"], r["row"], r["dtype"]) == (case, row, dtype)]
+            ax.loglog([r["N"] for r in rs], [r["throughput"] for r in rs], marker="osd^v<>ph*"[k % 10],
+                      ls="-" if dtype == "float64" else "--", label=f"{row}, {dtype}")
+        ax.set(xlabel="members N", ylabel="body-steps / s", title=f"{case} ({device})")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
 def main() -> None:
     ap = H.arg_parser(__doc__, "N = 10⁵ only")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on CPU, nothing written (checks the script)")
@@ -222,15 +238,8 @@ def main() -> None:
     print("peer: the CUDA kernel of the same map (Suris, Moser-Veselov); diffrax Tsit5 (GL4)")
     if args.smoke:
         return
-    fig, axes = H.plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, dtype in zip(axes, ("float64", "float32")):
-        for (case, row), marker in zip(sorted({(r["case"], r["row"]) for r in rows if r["dtype"] == dtype}), "osd^v<>ph*"):
-            rs = [r for r in rows if (r["case"], r["row"], r["dtype"]) == (case, row, dtype)]
-            ax.loglog([r["N"] for r in rs], [r["throughput"] for r in rs], marker=marker, label=f"{case}: {row}")
-        ax.set(xlabel="members N", ylabel="body-steps / s", title=f"{device}, {dtype}")
-        ax.legend(fontsize=6)
     args.out.mkdir(parents=True, exist_ok=True)
-    H.write_png(fig, args.out / "gpu.png", 110)
+    H.write_png(plot(rows, device), args.out / "gpu.png", 110)
     meta = H.metadata("gpu", "quick" if args.quick else "full", [], {}, "")
     meta["device"] = device
     H.write_json(args.out / "gpu.json", {"metadata": meta, "rows": rows})
