@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test docs demo bench install clean
 
-# uv installs no bytecode, and with PYTHONDONTWRITEBYTECODE set (as on CI machines) every Python
+# uv installs no bytecode, and with PYTHONDONTWRITEBYTECODE set (as on the development machines) every Python
 # process of the suite (pytest, its workers, the tests' subprocesses) would compile jax, numpy and
 # the rest from source: about 6 s each. Unset, the first import writes the .pyc files into .venv.
 unexport PYTHONDONTWRITEBYTECODE
