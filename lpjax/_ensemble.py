@@ -348,8 +348,7 @@ def ensemble(
 
     def compute(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
-        # pad with the chunk's own members; a chunk that needs no padding is a slice (no gather)
-        idx = slice(lo, hi) if hi - lo == padded else lo + np.arange(padded) % (hi - lo)
+        idx = slice(lo, hi) if hi - lo == padded else lo + np.arange(padded) % (hi - lo)  # pad with its own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
         outs = _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
