@@ -12,6 +12,16 @@ A test that pins a roundoff floor set with XLA's default settings carries the ma
 ``LPJAX_TEST_XLA=default make test`` runs everything with the defaults. The settings are asked
 for only of the pinned jaxlib (0.10.x): later XLAs abort at start on the emitter flag.
 
+A deadlock of jaxlib 0.10.x. Its LAPACK kernels (LU, triangular solve, Cholesky, ...) split a
+large batch into tasks on XLA:CPU's intra-op thread pool and block until they finish. When the
+program runs as many such kernels at once as the pool has threads, every thread of the pool
+waits for tasks that no thread is left to run, and the program never finishes (seen on CI in a
+vmapped ``divergence_defect`` of Veselova n = 5, and reproduced here with gdb: both pool threads
+in ``ParallelBatchMap`` -> ``BlockingCounter::Wait``). The kernels run a batch inline when the
+pool has fewer than two threads, so under jaxlib 0.10.x the suite sets ``PJRT_NPROC=1`` (one
+intra-op thread per process; the suite runs two processes on two cores) unless it is set.
+jaxlib 0.11 builds these kernels without the thread pool.
+
 Hangs. A test that runs past ``LPJAX_TEST_HANG_S`` seconds (300; the slowest takes about 40 s)
 is taken to have hung: faulthandler writes the Python stack of every thread of its process to a
 file and ends the process, pytest-xdist reports the test as crashed and goes on, and the
@@ -34,6 +44,9 @@ FAST = os.environ.get("LPJAX_TEST_XLA", "fast") != "default" and importlib.metad
 _USER_XLA_FLAGS = os.environ.setdefault("LPJAX_TEST_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if FAST and XLA_FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):  # before JAX starts its backend
     os.environ["XLA_FLAGS"] = f"{_USER_XLA_FLAGS} {XLA_FAST_COMPILE}".strip()  # the tests' subprocesses inherit it
+
+if importlib.metadata.version("jaxlib").startswith("0.10."):  # the deadlock above; before JAX starts
+    os.environ.setdefault("PJRT_NPROC", "1")
 
 HANG_S = float(os.environ.get("LPJAX_TEST_HANG_S", "300"))
 _OWN_HANG_DIR = "LPJAX_TEST_HANG_DIR" not in os.environ  # this process starts the session (workers inherit it)
