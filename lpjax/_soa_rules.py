@@ -83,8 +83,10 @@ class Context:
         return prim.bind(*args, **params)
 
     def binary(self, op: Callable, a, b):
-        """``op`` (``lax.add``, ``lax.mul``, ``lax.max``, ...) on two entries."""
-        if jnp.shape(a) != jnp.shape(b):
+        """``op`` (``lax.add``, ``lax.mul``, ``lax.max``, ...) on two entries. A trace-time
+        constant of the other's dtype stays a scalar literal (lax broadcasts it), so that a
+        large kernel does not trace thousands of broadcasts of constants."""
+        if jnp.shape(a) != jnp.shape(b) and not (_literal(a, b) or _literal(b, a)):
             a, b = self.full(a, jnp.result_type(a)), self.full(b, jnp.result_type(b))
         return op(a, b)
 
@@ -92,6 +94,11 @@ class Context:
     def cast(x, dtype):
         """An entry as ``dtype``."""
         return jnp.asarray(x).astype(dtype) if jnp.result_type(x) != dtype else jnp.asarray(x)
+
+
+def _literal(c, other) -> bool:
+    """Whether ``c`` is a numpy scalar constant with the dtype of ``other``."""
+    return isinstance(c, (np.generic, np.ndarray)) and np.ndim(c) == 0 and c.dtype == jnp.result_type(other)
 
 
 def _constant(prim, vals, params):

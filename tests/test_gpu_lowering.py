@@ -163,8 +163,14 @@ def test_the_reader_sees_loads_and_stores_in_loops():
                                 "max_loop_depth": 2}
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
-@pytest.mark.parametrize("name, system, method, y0", CASES, ids=[c[0] for c in CASES])
+# every case in float64; float32 for all but the two largest kernels (about 11 s each to lower
+# here), whose float32 programs are the same ops on the same nonholonomic fields
+_LARGE = ("Veselova GL4", "Projected(GL4)")
+_LOWERING = [pytest.param(*c, dt, id=f"{c[0]}-{dt.__name__}") for c in CASES for dt in (np.float64, np.float32)
+             if dt == np.float64 or c[0] not in _LARGE]
+
+
+@pytest.mark.parametrize("name, system, method, y0, dtype", _LOWERING)
 def test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers(name, system, method, y0, dtype):
     f = lpjax.ensemble_function(system, method, 0.01, N_STEPS, save_every=SAVE_EVERY, observe="casimirs",
                                 platform="cuda", dtype=dtype)
