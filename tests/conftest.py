@@ -158,7 +158,6 @@ def pytest_unconfigure(config):
         os.rmdir(_HANG_DIR)
 
 
-
 def pytest_collection_finish(session):
     """Tracing makes many short-lived cyclic objects; with Python's default thresholds the
     collector ran 2300 times in tests/test_nonholonomic_integrators.py (3.2 s of 68 s), each
