@@ -39,14 +39,15 @@ import tempfile
 from typing import Optional
 
 XLA_FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
-FAST = os.environ.get("LPJAX_TEST_XLA", "fast") != "default" and importlib.metadata.version("jaxlib").startswith("0.10.")
+_JAXLIB_0_10 = importlib.metadata.version("jaxlib").startswith("0.10.")  # the pinned jaxlib
+FAST = os.environ.get("LPJAX_TEST_XLA", "fast") != "default" and _JAXLIB_0_10
 # the XLA_FLAGS the suite was started with (kept for the xla_default children: pytest-xdist's
 # workers inherit the controller's flags, which already have the fast settings)
 _USER_XLA_FLAGS = os.environ.setdefault("LPJAX_TEST_USER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if FAST and XLA_FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):  # before JAX starts its backend
     os.environ["XLA_FLAGS"] = f"{_USER_XLA_FLAGS} {XLA_FAST_COMPILE}".strip()  # the tests' subprocesses inherit it
 
-if importlib.metadata.version("jaxlib").startswith("0.10."):  # the deadlock above; before JAX starts
+if _JAXLIB_0_10:  # the deadlock above; before JAX starts
     os.environ.setdefault("PJRT_NPROC", "1")
 
 HANG_S = float(os.environ.get("LPJAX_TEST_HANG_S", "300"))
