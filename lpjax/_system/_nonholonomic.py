@@ -273,10 +273,10 @@ class NonholonomicSystem(AbstractSystem):
         float_vector(x, self.size, self.name)
         if is_traced(x) or any(is_traced(a) for a in jax.tree.leaves(self)):
             return
-        norms = np.linalg.norm(np.asarray(self.split(jnp.asarray(x))[1]), axis=1)
-        if not np.all(norms > 0):
-            raise ValueError(f"{self.name}: every advected vector γ must be nonzero, got |γ| = {norms.tolist()}")
         with jax.ensure_compile_time_eval():  # concrete values, also while a jit is tracing
+            norms = np.linalg.norm(np.asarray(self.split(jnp.asarray(x))[1]), axis=1)
+            if not np.all(norms > 0):
+                raise ValueError(f"{self.name}: every advected vector γ must be nonzero, got |γ| = {norms.tolist()}")
             J, scale, resid = (np.asarray(a) for a in _check_quantities(self, jnp.asarray(x)))
         lam = np.linalg.eigvalsh(J)
         if not lam[0] > 0:
