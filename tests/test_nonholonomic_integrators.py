@@ -97,6 +97,17 @@ def test_bad_inputs():
         system.check_state(jnp.ones(5))
 
 
+def test_a_concrete_state_is_checked_inside_jit():
+    """A concrete y0 closed over by a jitted run is checked while tracing (it raised
+    TracerArrayConversionError): a good state runs, a zero γ is refused with its message."""
+    system = veselova(I3)
+    run = lambda y0: jax.jit(lambda h: lpjax.integrate(system, lpjax.GaussLegendre(2), y0, h, 2).ys)(0.1)  # noqa: E731
+    x0 = system.default_state()
+    np.testing.assert_allclose(run(x0)[0], x0, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="must be nonzero"):
+        run(x0.at[3:].set(0.0))
+
+
 def test_gradient_through_gl4_with_respect_to_the_inertia():
     """jax.grad of a loss through 20 GL4 steps on Veselova against central differences."""
     x_base = veselova(I3).default_state()
