@@ -150,18 +150,27 @@ class _CountingBody(eqx.Module):
 
 
 @pytest.mark.parametrize("method", [lpjax.RK4(), lpjax.GaussLegendre(2)], ids=["RK4", "GL4"])
-def test_second_integrate_call_with_new_arrays_does_not_retrace(method):
+def test_second_integrate_call_with_new_arrays_does_not_retrace(method, caplog):
+    """New arrays reuse integrate's program (the Hamiltonian is not traced again, and nothing
+    is compiled); a new n_steps compiles integrate anew."""
     calls = _CountingBody.calls
     system = lpjax.LiePoissonSystem(so3(), _CountingBody(INERTIA), -1)
-    first = lpjax.integrate(system, method, M0, 0.1, 20, save_every=5)
+
+    def compiles(*args, **kwargs):
+        caplog.clear()
+        with jax.log_compiles(True):
+            sol = lpjax.integrate(*args, **kwargs)
+        return sol, sum("Compiling jit(_integrate)" in r.getMessage() for r in caplog.records)
+
+    first, n_first = compiles(system, method, M0, 0.1, 20, save_every=5)
     traced = calls[0]
-    assert traced > 0
+    assert traced > 0 and n_first == 1
     new_system = lpjax.LiePoissonSystem(so3(), _CountingBody(INERTIA * 1.5), -1)
-    second = lpjax.integrate(new_system, method, 2 * M0, 0.05, 20, save_every=5, t0=1.0)
-    assert calls[0] == traced  # new y0, dt, t0 and parameters: no retrace
+    second, n_second = compiles(new_system, method, 2 * M0, 0.05, 20, save_every=5, t0=1.0)
+    assert calls[0] == traced and n_second == 0  # new y0, dt, t0 and parameters: no retrace
     assert not np.allclose(first.ys, second.ys)
-    lpjax.integrate(system, method, M0, 0.1, 40, save_every=5)
-    assert calls[0] > traced  # a new n_steps is a new configuration
+    _, n_third = compiles(system, method, M0, 0.1, 40, save_every=5)
+    assert n_third == 1  # a new n_steps is a new configuration
 
 
 # ------------------------------------------------------------------ layout and class rules

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Callable, Optional, final
 
 import equinox as eqx
@@ -18,6 +19,22 @@ from .._checks import bracket_sign, float_vector, is_traced
 __all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem"]
 
 _ENTRYWISE_TERMS = 2048  # above this many nonzero structure constants, one einsum
+
+
+def compiled_method(fn: Callable) -> Callable:
+    """A system method as one compiled program (``eqx.filter_jit`` over the system and the state).
+
+    Called eagerly it runs one program instead of dispatching each operation (each compiled
+    on first use); called while tracing, JAX traces its body once per system structure and
+    state shape and reuses that for every further call (an implicit stage solve calls the
+    field many times). ``functools.wraps`` keeps the docstring on the bound method."""
+    jitted = eqx.filter_jit(fn)
+
+    @functools.wraps(fn)
+    def method(self, *args):
+        return jitted(self, *args)
+
+    return method
 
 
 class AbstractSystem(eqx.Module):
@@ -63,6 +80,7 @@ class AbstractLiePoissonSystem(AbstractSystem):
     def dim(self) -> int:
         return self.algebra.dim
 
+    @compiled_method
     def vector_field(self, mu: Float[Array, " n"]) -> Float[Array, " n"]:
         dh = jax.grad(self.energy)(mu)
         c = self.algebra.structure_constants
@@ -71,9 +89,11 @@ class AbstractLiePoissonSystem(AbstractSystem):
         # entry by entry over the nonzero c_ijk: fused elementwise code under vmap
         return self.sign * sm.stack(sm.bilinear(c, sm.unstack(dh), sm.unstack(mu)))
 
+    @compiled_method
     def energy(self, mu: Float[Array, " n"]) -> Scalar:
         return jnp.asarray(self.hamiltonian(mu))
 
+    @compiled_method
     def casimirs(self, mu: Float[Array, " n"]) -> Float[Array, " r"]:
         if self.casimir_fn is not None:
             return jnp.atleast_1d(jnp.asarray(self.casimir_fn(mu)))
@@ -145,13 +165,16 @@ class CanonicalSystem(AbstractSystem):
         if jnp.shape(y)[0] % 2:
             raise ValueError(f"{self.name}: state (q, p) must have even length, got {jnp.shape(y)[0]}")
 
+    @compiled_method
     def energy(self, y: Float[Array, " 2n"]) -> Scalar:
         return jnp.asarray(self.hamiltonian(y))
 
+    @compiled_method
     def casimirs(self, y: Float[Array, " 2n"]) -> Float[Array, " 0"]:
         """The canonical bracket has no Casimirs: an empty vector."""
         return jnp.zeros((0,), dtype=jnp.asarray(y).dtype)
 
+    @compiled_method
     def vector_field(self, y: Float[Array, " 2n"]) -> Float[Array, " 2n"]:
         g = jax.grad(self.energy)(y)
         n = y.shape[0] // 2

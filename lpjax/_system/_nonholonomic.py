@@ -36,7 +36,7 @@ from jaxtyping import Array, Float, Scalar
 from .._algebra import LieAlgebra
 from .._checks import float_vector, is_traced
 from .._small import solve_small
-from ._base import AbstractSystem
+from ._base import AbstractSystem, compiled_method
 
 __all__ = ["NonholonomicSystem"]
 
@@ -187,6 +187,7 @@ class NonholonomicSystem(AbstractSystem):
             return jnp.zeros((0,), x.dtype)
         return self.constraint_basis(self.split(x)[1][0]) @ self.angular_velocity(x)
 
+    @compiled_method
     def vector_field(self, x: Float[Array, " m"]) -> Float[Array, " m"]:
         f0 = self._free_field(x)
         if not self.constrained:
@@ -216,10 +217,12 @@ class NonholonomicSystem(AbstractSystem):
             rho = rho * jnp.sqrt(jnp.linalg.det(E @ solve_small(J, E.T)))
         return rho
 
+    @compiled_method
     def energy(self, x: Float[Array, " m"]) -> Scalar:
         """``½⟨k, Ω⟩``; with the LR constraint an integral only on the constraint."""
         return 0.5 * jnp.dot(self.split(x)[0], self.angular_velocity(x))
 
+    @compiled_method
     def casimirs(self, x: Float[Array, " m"]) -> Float[Array, " q"]:
         """The Gram matrices of the advected vectors and of the advected algebra elements (upper
         triangles): kept by γ' = −Ωγ and ξ' = [ξ, Ω] for any Ω."""
@@ -227,6 +230,7 @@ class NonholonomicSystem(AbstractSystem):
         xis = self.xis(x)
         return jnp.concatenate([(gammas @ gammas.T)[np.triu_indices(self.r)], (xis @ xis.T)[np.triu_indices(self.m)]])
 
+    @compiled_method
     def integrals(self, x: Float[Array, " m"]) -> dict:
         """This system's first integrals (``integral_names``), by name."""
         k, gammas = self.split(x)
