@@ -73,8 +73,8 @@ def test_batched_parameters():
     def f(dyn, y):
         return step(eqx.combine(dyn, static), y)
 
-    ref = jax.vmap(f, in_axes=-1, out_axes=-1)(dyn, ys)
-    got = members_last(f, (True, True))(dyn, ys)
+    ref = jax.jit(jax.vmap(f, in_axes=-1, out_axes=-1))(dyn, ys)
+    got = jax.jit(members_last(f, (True, True)))(dyn, ys)
     np.testing.assert_allclose(got[0], ref[0], rtol=0, atol=1e-15)
     np.testing.assert_array_equal(got[2], ref[2])
 
