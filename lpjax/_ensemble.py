@@ -350,7 +350,10 @@ def ensemble(
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
         idx = slice(lo, hi) if hi - lo == padded else lo + np.arange(padded) % (hi - lo)  # pad with its own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
-        outs = _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
+        if kernel == "native" and devices is None:  # outside JAX: numpy in and out
+            outs = fn.host(y0s[idx], dyn_k)
+        else:
+            outs = _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
     member0 = _first_member(system) if batched else system

@@ -27,7 +27,7 @@ from jaxtyping import Array, PyTree
 
 from ._fused import run_fused
 from ._native import available as native_available
-from ._native import run_native
+from ._native import run_native, run_native_host
 from ._integrate import _Carry
 from ._integrator import RESULTS, AbstractIntegrator
 from ._soa import Unfusable, members_last
@@ -59,7 +59,7 @@ def platform_of(platform: Optional[str], devices=None) -> str:
 
 def resolve_kernel(kernel: str, platform: str) -> str:
     """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU; on CPU the native kernel
-    when numba is installed (the ``lpjax[cpu]`` extra), else the scan; the scan elsewhere."""
+    when llvmlite is installed (the ``lpjax[cpu]`` extra), else the scan; the scan elsewhere."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "auto":
@@ -70,7 +70,7 @@ def resolve_kernel(kernel: str, platform: str) -> str:
         if platform != "cpu":
             raise ValueError(f"kernel='native' compiles for the CPU, not {platform!r}")
         if not native_available():
-            raise ValueError("kernel='native' needs numba: pip install 'lpjax[cpu]'")
+            raise ValueError("kernel='native' needs llvmlite: pip install 'lpjax[cpu]'")
     return kernel
 
 
@@ -235,14 +235,29 @@ class EnsembleFunction(eqx.Module):
             if sizes != {N}:
                 raise ValueError(f"ensemble function: y0s has N = {N} members, the batched system's arrays have leading "
                                  f"sizes {sorted(sizes, key=str)}")
-        kernel = self.kernel
         try:
-            return self._run(dyn, y0s, kernel)
+            return self._run(dyn, y0s, self.kernel)
         except Unfusable as e:
-            how = "natively (kernel='native')" if kernel == "native" else "entry by entry"
-            warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run {how} "
-                      f"({e}); using kernel='scan'")
+            self._fell_back(e)
             return self._run(dyn, y0s, "scan")
+
+    def _fell_back(self, e: Unfusable) -> None:
+        how = "natively (kernel='native')" if self.kernel == "native" else "entry by entry"
+        warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run {how} "
+                  f"({e}); using kernel='scan'")
+
+    def host(self, y0s: np.ndarray, system_arrays: PyTree = None) -> EnsembleOutput:
+        """``kernel="native"`` outside JAX (what :func:`lpjax.ensemble` calls): numpy arrays
+        in and out, without a device round trip. ``y0s`` is checked by the caller."""
+        dyn = system_arrays if self.batched else self.system_arrays
+        try:
+            (y_final, result, stats), saved = run_native_host(self.member, dyn, np.asarray(y0s),
+                                                              self.member.n_steps // self.member.save_every,
+                                                              self.batched)
+        except Unfusable as e:
+            self._fell_back(e)
+            return self._run(dyn, jnp.asarray(y0s), "scan")
+        return EnsembleOutput(y_final, saved, result, stats)
 
     def _run(self, dyn, y0s, kernel: str) -> EnsembleOutput:
         N = y0s.shape[0]

@@ -3,46 +3,44 @@ programmer writes by hand.
 
 The member program (``init``, ``step``, ``observe``, ``summary``: the pieces of
 :class:`lpjax._ensemble_kernel._Member`) is traced to jaxprs, and the entrywise evaluator of
-:mod:`lpjax._soa` runs over them with a context (:class:`lpjax._native_rules.Source`) that *writes code*: every
-array value of the member program becomes an object array of scalar variables, every
-primitive on them one line of scalar Python (``v12 = (v3 * v7)``), data movement with indices
-known at trace time moves names, and constants fold at trace time. ``scan`` becomes a ``for``
-loop, ``while`` a ``while`` loop per member, ``cond`` an ``if``. Each piece becomes a scalar
-function (numba, ``fastmath=False``, ``error_model="numpy"``, inlined at numba's IR level), and
-``run_chunk`` runs them:
+:mod:`lpjax._soa` runs over them with a context (:class:`lpjax._native_rules.IR`) that writes
+LLVM IR: every array value of the member program becomes an object array of scalar SSA
+values, every primitive on them one instruction, data movement with indices known at trace
+time moves names, and constants fold at trace time. ``scan`` becomes a counted loop,
+``while`` a loop per member, ``cond`` a select (a branch around loops). llvmlite compiles the
+module for the host CPU (LLVM's ``O3`` pipeline with its loop vectorizer) into one function,
+``run_chunk``:
 
-* over cache-sized chunks of :data:`CHUNK` members, spread over a thread pool (the compiled
-  chunk loop runs without the GIL);
+* over cache-sized chunks of :data:`CHUNK` members, spread over a thread pool (the machine
+  code runs without the GIL);
 * per chunk, one contiguous local array per scalar of the member's carry (state, result code,
   statistics);
-* the time loop outside the member loop, whose body is one member's step;
+* the time loop outside the member loop, whose body is one member's step as straight-line
+  code; the member loops are marked parallel (each iteration touches its own member), so LLVM
+  vectorizes them across members where the step has no loop of its own;
 * the observables written at the saves, then the final state, result codes and statistics.
 
-Experimental: numba's front end takes seconds per thousand lines of scalar code, so programs
-over :data:`MAX_LINES` lines run on the scan instead, and the member loop does not vectorize
-yet (the README has the measured figures).
+Every member runs the same instructions whatever its chunk and thread, without reassociation
+or contraction (no fast-math flags; a vector lane computes what the scalar code does), so
+results do not depend on the thread count or the chunk size. An implicit solve's ``while``
+loop runs per member: a member iterates until its own convergence, and its values do not
+change after it (the semantics of ``vmap``, where a converged lane keeps its carry).
 
-Every member runs the same scalar code whatever its chunk and thread, without reassociation
-or contraction (``fastmath=False``), so results do not depend on the thread count or the
-chunk size. An implicit solve's ``while`` loop runs per member: a member iterates until its
-own convergence, and its values do not change after it (the semantics of ``vmap``, where a
-converged lane keeps its carry).
-
-The source is written to a file in the cache directory (``$LPJAX_CACHE_DIR``, else
-``$XDG_CACHE_HOME/lpjax`` or ``~/.cache/lpjax``) named by its hash, and compiled with numba's
-``cache=True``: a second process with the same program loads the machine code from disk.
-Compiled kernels are also kept in memory, by source. The kernel is called from JAX through
-``jax.pure_callback`` (once per chunk: nothing crosses to the host inside a step).
+The object code is written to the cache directory (``$LPJAX_CACHE_DIR``, else
+``$XDG_CACHE_HOME/lpjax`` or ``~/.cache/lpjax``), named by the hash of the IR and the host CPU:
+a second process with the same program loads it without compiling. Loaded kernels are also
+kept in memory. The kernel is called from JAX through ``jax.pure_callback`` (once per call:
+nothing crosses to the host inside a step).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import functools
 import hashlib
-import importlib.util
 import math
 import os
-import sys
 import tempfile
 
 import equinox as eqx
@@ -50,243 +48,332 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._native_rules import HELPERS, Source, Sym, lit
+from ._native_rules import IR, Sym, lit, llvm_type
 from ._soa import Unfusable, evaluate, member_avals, trace_member
 
-__all__ = ["available", "run_native", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
+__all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
 
-CHUNK = 512  # members per chunk: a chunk's carry (a few hundred scalars a member) stays in L2
+CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 THREADS = None  # threads over the chunks (None: one per core)
-MAX_LINES = 6000  # numba compiles ~100-300 lines of scalar code a second: larger programs run on the scan
-_INLINE = "always"  # the pieces inlined into the chunk loop (numba's IR)
-_compiled: dict = {}
+SPLIT = True  # loops at the top of the member program run as passes over the chunk (masked for while)
+MAX_LINES = 200_000  # instructions; LLVM compiles ~10⁴ a second: larger programs run on the scan
+_loaded: dict = {}
 
 
 def available() -> bool:
-    """Whether numba (the ``lpjax[cpu]`` extra) can be imported."""
+    """Whether llvmlite (the ``lpjax[cpu]`` extra) can be imported."""
     try:
-        import numba  # noqa: F401
+        import llvmlite.binding  # noqa: F401
     except ImportError:
         return False
     return True
 
 
 def cache_dir() -> str:
-    """Where generated kernels and numba's cache of their machine code go."""
+    """Where the object code of compiled kernels goes."""
     base = os.environ.get("LPJAX_CACHE_DIR")
     if not base:
         base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lpjax")
     return os.path.join(base, "native")
 
 
-# ------------------------------------------------------------------------------- the kernel
+# ------------------------------------------------------------------------------- the IR
 
-_PRELUDE = '''"""Generated by lpjax._native from one member's program; do not edit."""
-import math
-import numba
-import numpy as np
-
-_jit = numba.njit(inline="always", fastmath=False, error_model="numpy", cache=True)
-_piece = numba.njit(inline=INLINE, fastmath=False, error_model="numpy", cache=True)
-_chunk = numba.njit(fastmath=False, error_model="numpy", cache=True, nogil=True)
+_I64 = np.dtype(np.int64)
+_B = Sym("%B", _I64)
 
 
-'''
-
-
-def _names(prefix: str, avals) -> list:
-    """Object arrays of variables named ``{prefix}{leaf}_{entry}`` for ``avals``."""
-    out = []
-    for j, a in enumerate(avals):
-        s = np.empty(a.shape, object)
-        for k, i in enumerate(np.ndindex(a.shape)):
-            s[i] = Sym(f"{prefix}{j}_{k}", a.dtype)
-        out.append(s)
+def _unflat(flat: list, avals) -> list:
+    """Flat scalars as object arrays of ``avals``' shapes."""
+    out, k = [], 0
+    for a in avals:
+        e = np.empty(a.shape, object)
+        for i in np.ndindex(a.shape):
+            e[i], k = flat[k], k + 1
+        out.append(e)
     return out
 
 
-def _flat(values) -> list:
-    return [x for v in values for x in np.ravel(v)]
+def _address(ctx: IR, base: str, index, dtype) -> str:
+    """The address of ``base[index]`` (an i64 operand) of ``dtype``."""
+    return ctx.new(f"getelementptr {llvm_type(dtype)}, ptr {base}, i64 {ctx.ref(index, _I64)}", _I64).name
 
 
-_GROUP = 24  # values per tuple: Python calls with over 30 arguments go through *args, which numba cannot inline
+def _index(ctx: IR, size: int, e: int, save=None, saves: int = 1):
+    """The flat index of entry ``e`` of the current member (``lo + i``) in a members-first
+    array of ``size`` entries a member (at save ``save`` of ``saves``, for observables)."""
+    row = ctx.op("add", Sym("%lo", _I64), ctx.i, _I64)
+    if save is not None:
+        row = ctx.op("add", ctx.op("mul", row, saves, _I64), save, _I64)
+    return ctx.op("add", ctx.op("mul", row, size, _I64), e, _I64)
 
 
-def _tuples(values: list) -> str:
-    """``values`` as a tuple of tuples of at most :data:`_GROUP` each."""
-    groups = [values[k:k + _GROUP] for k in range(0, len(values), _GROUP)]
-    return "(" + "".join(f"({', '.join(g)},), " for g in groups) + ")"
+def _read(ctx: IR, bases, avals, member: bool = True) -> list:
+    """The entries of arrays (object arrays of ``avals``' shapes): the current member's of
+    members-first arrays, or (``member=False``) shared ones."""
+    out = []
+    for base, a in zip(bases, avals):
+        e, size = np.empty(a.shape, object), math.prod(a.shape)
+        for k, i in enumerate(np.ndindex(a.shape)):
+            at = _index(ctx, size, k) if member else k
+            e[i] = ctx.load(_address(ctx, base, at, a.dtype), a.dtype, array=member)
+        out.append(e)
+    return out
 
 
-def _at(k: int) -> str:
-    """Where the ``k``-th value sits in :func:`_tuples`' nesting."""
-    return f"[{k // _GROUP}][{k % _GROUP}]"
+def _write(ctx: IR, values, bases, sizes, save=None, saves: int = 1) -> None:
+    """Flat ``(value, dtype)`` pairs into the current member's entries of members-first arrays."""
+    k = 0
+    for base, size in zip(bases, sizes):
+        for e in range(size):
+            x, dt = values[k + e]
+            ctx.store(x, _address(ctx, base, _index(ctx, size, e, save, saves), dt), dt, array=True)
+        k += size
 
 
-def _function(name: str, prefix: str, closed, inputs: list) -> tuple[list, list]:
-    """One piece (a traced jaxpr) as a function of the scalar ``inputs`` (object arrays of
-    variables, passed as :func:`_tuples`) that returns its outputs' scalars as :func:`_tuples`;
-    and the outputs' dtypes."""
-    ctx = Source(prefix)
-    ctx.depth = 1
-    outs = _flat([ctx.entries(o, v.aval.shape) for o, v in zip(evaluate(ctx, closed.jaxpr, closed.consts, inputs),
-                                                              closed.jaxpr.outvars)])
-    dtypes = [np.dtype(v.aval.dtype) for v in closed.jaxpr.outvars for _ in range(math.prod(v.aval.shape))]
-    names = [x.name for x in _flat(inputs)]
-    unpack = [f"    {x} = args{_at(k)}" for k, x in enumerate(names)]
-    ret = _tuples([lit(ctx.cast(x, dt)) for x, dt in zip(outs, dtypes)])
-    return ["", "", "@_piece", f"def {name}(args):"] + unpack + ctx.lines + [f"    return {ret}"], dtypes
-
-
-def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bool) -> str:
-    """The kernel's source: the four pieces as scalar functions (``pieces``: their closed
-    jaxprs; ``avals``: ``mem``, ``dyn`` (one member's), ``y``, ``carry``, ``obs``, ``sum``), and
-    ``run_chunk(lo, hi, ...)``, the members ``lo … hi − 1`` through the whole run."""
-    mem, dyn = _names("m", avals["mem"]), _names("d", avals["dyn"])
-    y, carry = _names("y", [avals["y"]]), _names("k", avals["carry"])
-    n_mem, n_dyn = len(mem), len(dyn)
-    L = []
-    lines, carry_dt = _function("init", "v", pieces["init"], mem + dyn + y)
-    L += lines
-    for name in ("step", "observe", "summary"):
-        L += _function(name, "v", pieces[name], mem + dyn + carry)[0]
-    nc = len(carry_dt)
+def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bool, chunk: int) -> tuple[str, int]:
+    """The kernel's LLVM IR, and the scratch it needs (slots of 8 bytes). ``run_chunks(lo, hi,
+    B, args, scratch)`` runs the members ``lo … hi − 1`` of ``B`` through the whole run,
+    ``chunk`` members at a time. ``args`` points to the C-ordered arrays ``Y`` (B, d), the
+    member's arrays, the system's (members first if ``batched``), the summaries (B, …) and
+    the observables (B, n_save + 1, …); ``scratch`` holds a chunk's carry and the values that
+    pass between its member loops."""
+    ctx = IR(chunk, SPLIT)
+    carry_avals = avals["carry"]
     obs_sizes = [math.prod(a.shape) for a in avals["obs"]]
     sum_sizes = [math.prod(a.shape) for a in avals["sum"]]
-    args = (["lo", "hi", "Y"] + [f"M{j}" for j in range(n_mem)] + [f"D{j}" for j in range(n_dyn)]
-            + [f"S{j}" for j in range(len(sum_sizes))] + [f"O{j}" for j in range(len(obs_sizes))])
-    L += ["", "", "@_chunk", f"def run_chunk({', '.join(args)}):", "    n = hi - lo"]
-    L += [f"    {s.name} = M{j}[{k}]" for j, m in enumerate(mem) for k, s in enumerate(np.ravel(m))]
-    shared = [x.name for x in _flat(mem + dyn)]
-    dyn_loads = [f"{s.name} = D{j}[{k}, lo + i]" if batched else f"{s.name} = D{j}[{k}]"
-                 for j, dv in enumerate(dyn) for k, s in enumerate(np.ravel(dv))]
-    L += [] if batched else ["    " + line for line in dyn_loads]
-    L += [f"    C{k} = np.empty(n, np.{dt.name})" for k, dt in enumerate(carry_dt)]
+    counts = [1, len(avals["mem"]), len(avals["dyn"]), len(sum_sizes), len(obs_sizes)]
+    ptrs = [ctx.new(f"load ptr, ptr {ctx.new(f'getelementptr ptr, ptr %args, i64 {k}', _I64).name}", _I64).name
+            for k in range(sum(counts))]
+    Y, M, D, S, O = (ptrs[sum(counts[:j]):sum(counts[:j + 1])] for j in range(5))
+    mem = _read(ctx, M, avals["mem"], member=False)
+    shared = None if batched else _read(ctx, D, avals["dyn"], member=False)
+    carry = ctx.new_regions(carry_avals)
 
-    def member_loop(depth: int) -> list:
-        pad = "    " * depth
-        return [f"{pad}for i in range(n):"] + ([f"{pad}    {line}" for line in dyn_loads] if batched else [])
+    def inputs(with_carry: bool = True) -> list:
+        dyn = _read(ctx, D, avals["dyn"]) if batched else shared
+        return mem + dyn + (ctx.get(carry, carry_avals) if with_carry else [])
 
-    def call(fn: str, out: str, values: list, depth: int) -> list:
-        return ["    " * depth + f"{out} = {fn}({_tuples(shared + values)})"]
+    def piece(name: str, args: list) -> list:
+        """A piece's output scalars, flat, each as ``(value, dtype)``."""
+        closed = pieces[name]
+        outs = evaluate(ctx, closed.jaxpr, closed.consts, args)
+        return [(ctx.cast(x, v.aval.dtype), np.dtype(v.aval.dtype)) for o, v in zip(outs, closed.jaxpr.outvars)
+                for x in np.ravel(ctx.entries(o, v.aval.shape))]
 
-    def save(out: str, at: str, depth: int) -> list:
-        lines, k = [], 0
-        for j, size in enumerate(obs_sizes):
-            lines += ["    " * depth + f"O{j}[{at}, {e}, lo + i] = {out}{_at(k + e)}" for e in range(size)]
-            k += size
-        return lines
+    def init():
+        c = piece("init", inputs(False) + _read(ctx, Y, [avals["y"]]))
+        ctx.put(carry, _unflat([x for x, _ in c], carry_avals), carry_avals)
+        _write(ctx, piece("observe", inputs(False) + _unflat([x for x, _ in c], carry_avals)), O, obs_sizes, 0,
+               n_save + 1)
 
-    carried = [f"C{k}[i]" for k in range(nc)]
-    L += member_loop(1) + call("init", "c0", [f"Y[{k}, lo + i]" for k in range(avals["y"].shape[0])], 2)
-    L += [f"        C{k}[i] = c0{_at(k)}" for k in range(nc)]
-    L += call("observe", "o0", [f"c0{_at(k)}" for k in range(nc)], 2) + save("o0", "0", 2)
-    L += [f"    for s in range({n_save}):", f"        for t in range({save_every}):"] + member_loop(3)
-    L += call("step", "c1", carried, 4) + [f"                C{k}[i] = c1{_at(k)}" for k in range(nc)]
-    L += member_loop(2) + call("observe", "o1", carried, 3) + save("o1", "s + 1", 3)
-    L += member_loop(1) + call("summary", "z", carried, 2)
-    k = 0
-    for j, size in enumerate(sum_sizes):
-        L += [f"        S{j}[{e}, lo + i] = z{_at(k + e)}" for e in range(size)]
-        k += size
-    return _PRELUDE.replace("INLINE", repr(_INLINE)) + HELPERS + "\n".join(L) + "\n"
+    def step():
+        ctx.put(carry, _unflat([x for x, _ in piece("step", inputs())], carry_avals), carry_avals)
+
+    def observe(s):
+        _write(ctx, piece("observe", inputs()), O, obs_sizes, ctx.op("add", s, 1, _I64), n_save + 1)
+
+    def run(c):  # the chunk starting at member lo0 + c · chunk
+        ctx.emit(f"%lo = add i64 %lo0, {lit(ctx.op('mul', c, chunk, _I64))}")
+        ctx.emit("%left = sub i64 %hi0, %lo")
+        ctx.emit(f"%short = icmp slt i64 %left, {chunk}")
+        ctx.emit(f"%n = select i1 %short, i64 %left, i64 {chunk}")
+        ctx.members(init)
+        ctx.counted(n_save, lambda s: (ctx.counted(save_every, lambda _: ctx.members(step)),
+                                       ctx.members(functools.partial(observe, s))))
+        ctx.members(lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes))
+
+    ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
+    ctx.counted(Sym("%chunks", _I64), run)
+    head = ["define void @run_chunks(i64 %lo0, i64 %hi0, i64 %B, ptr noalias %args, ptr noalias %scratch) nounwind {",
+            "entry:", "  %width = sub i64 %hi0, %lo0", f"  %span = add i64 %width, {chunk - 1}"]
+    text = sorted(ctx.decls) + [""] + head + ctx.slots + ctx.text() + ["  ret void", "}", ""] + ctx.meta
+    return "\n".join(text) + "\n", ctx.regions * chunk
+
+
+# ------------------------------------------------------------------------------- compiling
+
+
+@functools.cache
+def _target():
+    """The host's target machine and LLVM's O3 pipeline (with the loop and SLP vectorizers)."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3,
+                                                                  reloc="static", codemodel="jitdefault")
+    tag = f"{llvmlite.__version__}|{llvm.get_default_triple()}|{cpu}|{features}"
+    return llvm, tm, tag
+
+
+def _compile(source: str) -> bytes:
+    """Object code of the IR ``source`` for the host."""
+    llvm, tm, _ = _target()
+    module = llvm.parse_assembly(source)
+    module.triple, module.data_layout = tm.triple, str(tm.target_data)
+    module.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+    return tm.emit_object(module)
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _load(source: str):
-    """The numba dispatcher of ``source`` (from memory, or from the file named by its hash,
-    whose machine code numba caches beside it)."""
-    key = hashlib.sha256(source.encode()).hexdigest()[:24]
-    if key in _compiled:
-        return _compiled[key]
-    folder = cache_dir()
+    """The compiled ``run_chunk`` of ``source`` (from memory, from the object file named by the
+    hash of the IR and the host, or compiled now and saved there)."""
+    llvm, tm, tag = _target()
+    key = hashlib.sha256((tag + "\n" + source).encode()).hexdigest()[:32]
+    if key in _loaded:
+        return _loaded[key][1]
+    path = os.path.join(cache_dir(), f"kernel_{key}.o")
     try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:  # an unwritable home: this process only
-        folder = tempfile.mkdtemp(prefix="lpjax-native-")
-    path = os.path.join(folder, f"kernel_{key}.py")
-    if not os.path.exists(path):  # written once, atomically (numba's cache is keyed by the file's time stamp)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".py")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)
-    name = f"lpjax_native_kernel_{key}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    _compiled[key] = module.run_chunk
-    return module.run_chunk
+        with open(path, "rb") as f:
+            obj = f.read()
+    except OSError:
+        obj = _compile(source)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _write_atomic(path, obj)
+        except OSError:  # an unwritable cache: this process only
+            pass
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    fn = _SIGNATURE(engine.get_function_address("run_chunks"))
+    _loaded[key] = (engine, fn)  # the engine owns the machine code
+    return fn
 
 
-def _compile(kernel, arrays: list) -> None:
-    """Compile ``kernel`` for the types of ``arrays`` now (or load it from numba's cache)."""
-    import numba
+class _Program:
+    """A compiled member program: ``(y0s, member arrays, system arrays)`` (numpy, members
+    first) to ``(summary, saved)`` (numpy, members first), its chunks of :data:`CHUNK` members
+    spread over :data:`THREADS` threads (read at each call)."""
 
-    try:
-        kernel.compile((numba.int64, numba.int64) + tuple(numba.typeof(a) for a in arrays))
-    except numba.core.errors.NumbaError as e:  # a form the generator does not handle
-        raise Unfusable(f"numba could not compile the member program: {str(e).splitlines()[0]}") from None
+    def __init__(self, kernel, chunk: int, scratch: int, shapes: dict, n_save: int):
+        self.kernel, self.chunk, self.scratch, self.shapes, self.n_save = kernel, chunk, scratch, shapes, n_save
+        sums, obs = jax.tree.leaves(shapes["summary"]), jax.tree.leaves(shapes["observe"])
+        self.out = [((), a) for a in sums] + [((n_save + 1,), a) for a in obs]
+        self.n_sum = len(sums)
+
+    def out_shapes(self, B: int) -> list:
+        return [jax.ShapeDtypeStruct((B, *lead, *a.shape), a.dtype) for lead, a in self.out]
+
+    def __call__(self, y0s, mem_leaves, dyn_leaves) -> tuple:
+        B = y0s.shape[0]
+        outs = [np.empty(s.shape, s.dtype) for s in self.out_shapes(B)]
+        keep = [np.ascontiguousarray(a) for a in (y0s, *mem_leaves, *dyn_leaves)] + outs
+        args = (ctypes.c_void_p * len(keep))(*[a.ctypes.data for a in keep])
+        chunk, kernel = self.chunk, self.kernel
+
+        n_chunks = -(-B // chunk)
+        workers = max(1, min(THREADS or len(os.sched_getaffinity(0)), n_chunks))
+        bounds = [min(B, chunk * (n_chunks * w // workers)) for w in range(workers + 1)]
+
+        def run(w):  # worker w's run of whole chunks
+            scratch = np.empty(max(1, self.scratch), np.float64)
+            kernel(bounds[w], bounds[w + 1], B, ctypes.addressof(args), scratch.ctypes.data)
+
+        if workers == 1:
+            run(0)
+        else:  # workers write disjoint rows; the machine code runs without the GIL
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                list(pool.map(run, range(workers)))
+        return self.unpack(outs)
+
+    def unpack(self, outs):
+        return (jax.tree.unflatten(jax.tree.structure(self.shapes["summary"]), list(outs[:self.n_sum])),
+                jax.tree.unflatten(jax.tree.structure(self.shapes["observe"]), list(outs[self.n_sum:])))
 
 
-def run_native(member, dyn, y0s, n_save: int, batched: bool):
-    """The member program ``member`` for the members ``y0s`` (``(B, d)``) of the system arrays
-    ``dyn`` (with a leading member axis if ``batched``), as one native kernel called through
-    ``jax.pure_callback``, its chunks of :data:`CHUNK` members spread over :data:`THREADS`
-    threads (both read at each call). Returns ``(summary, saved)`` with the members first, like
-    the other kernels. Raises :class:`Unfusable` (at trace time) for a program it cannot compile."""
+_programs: dict = {}
+
+
+def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: bool) -> _Program:
+    """The compiled program of ``member`` (cached by its structure and shapes)."""
     if not available():
-        raise Unfusable("numba is not installed (pip install 'lpjax[cpu]')")
-    B, d = y0s.shape
+        raise Unfusable("llvmlite is not installed (pip install 'lpjax[cpu]')")
     mem_dyn, mem_static = eqx.partition(member, eqx.is_array)
     mem_leaves, mem_tree = jax.tree.flatten(mem_dyn)
-    dyn_leaves, dyn_tree = jax.tree.flatten(dyn)
+    mem_avals, dyn_avals = member_avals(mem_leaves, False), member_avals(dyn_leaves, batched)
+    static_leaves, static_tree = jax.tree.flatten(mem_static)
+    key = (mem_tree, static_tree, tuple(static_leaves), dyn_tree, tuple((a.shape, a.dtype) for a in mem_avals + dyn_avals),
+           d, np.dtype(dtype), n_save, batched, CHUNK, SPLIT)
+    if key not in _programs:
+        try:
+            _programs[key] = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save,
+                                    batched)
+        except Unfusable as e:  # said once by the caller; not traced again
+            _programs[key] = e
+    if isinstance(_programs[key], Unfusable):
+        raise _programs[key]
+    return _programs[key]
 
-    def program(name):
+
+def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched) -> _Program:
+    def piece(name):
         def fn(mem_l, dyn_l, *rest):
             m = eqx.combine(jax.tree.unflatten(mem_tree, mem_l), mem_static)
             return getattr(m, name)(jax.tree.unflatten(dyn_tree, dyn_l), *rest)
 
         return fn
 
-    mem_avals, dyn_avals = member_avals(mem_leaves, False), member_avals(dyn_leaves, batched)
-    y_aval = jax.ShapeDtypeStruct((d,), y0s.dtype)
+    y_aval = jax.ShapeDtypeStruct((d,), dtype)
     pieces, shapes = {}, {}
-    pieces["init"], carry_shape = trace_member(program("init"), mem_avals, dyn_avals, y_aval)
+    pieces["init"], carry_shape = trace_member(piece("init"), mem_avals, dyn_avals, y_aval)
     for name in ("step", "observe", "summary"):
-        pieces[name], shapes[name] = trace_member(program(name), mem_avals, dyn_avals, carry_shape)
-    obs_avals, sum_avals = jax.tree.leaves(shapes["observe"]), jax.tree.leaves(shapes["summary"])
-    source = _source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": jax.tree.leaves(carry_shape),
-                              "obs": obs_avals, "sum": sum_avals}, n_save, member.save_every, batched)
+        pieces[name], shapes[name] = trace_member(piece(name), mem_avals, dyn_avals, carry_shape)
+    carry_avals = jax.tree.leaves(carry_shape)
+    source, scratch = _source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
+                              "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},
+                     n_save, member.save_every, batched, CHUNK)
     lines = source.count("\n")
     if lines > MAX_LINES:
-        raise Unfusable(f"the member program is {lines} lines of scalar code, over the {MAX_LINES} that numba compiles "
-                        "in seconds")
+        raise Unfusable(f"the member program is {lines} instructions, over the {MAX_LINES} that LLVM compiles in seconds")
+    return _Program(_load(source), CHUNK, scratch, shapes, n_save)
 
-    inputs = [y0s.T] + [a.reshape(-1) if a.size else jnp.zeros((1,), a.dtype) for a in mem_leaves]
-    inputs += [(jnp.moveaxis(a, 0, -1).reshape(-1, B) if batched else a.reshape(-1)) for a in dyn_leaves]
-    inputs = [jnp.zeros((1,) + a.shape[1:], a.dtype) if a.shape[0] == 0 else a for a in inputs]
-    out_shape = [jax.ShapeDtypeStruct((max(1, math.prod(a.shape)), B), a.dtype) for a in sum_avals]
-    out_shape += [jax.ShapeDtypeStruct((n_save + 1, max(1, math.prod(a.shape)), B), a.dtype) for a in obs_avals]
-    kernel = _load(source)
-    _compile(kernel, [np.empty(a.shape, a.dtype) for a in inputs] + [np.empty(s.shape, s.dtype) for s in out_shape])
 
-    def host(*arrays):
-        outs = [np.empty(s.shape, s.dtype) for s in out_shape]
-        args = [np.require(a, requirements=("C", "W")) for a in arrays] + outs  # the compiled signature's types
-        bounds = [(lo, min(B, lo + CHUNK)) for lo in range(0, B, CHUNK)]
-        workers = min(THREADS or os.cpu_count() or 1, len(bounds))
-        if workers == 1:
-            for lo, hi in bounds:
-                kernel(lo, hi, *args)
-        else:  # chunks write disjoint columns; the compiled loop runs without the GIL
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                list(pool.map(lambda b: kernel(*b, *args), bounds))
-        return tuple(outs)
+def _leaves(member, dyn):
+    return jax.tree.leaves(eqx.filter(member, eqx.is_array)), *jax.tree.flatten(dyn)
 
-    outs = jax.pure_callback(host, tuple(out_shape), *inputs, vmap_method="sequential")
-    sums, obs = outs[: len(sum_avals)], outs[len(sum_avals):]
-    summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, sum_avals)]
-    saved = [jnp.moveaxis(o, -1, 0)[..., : math.prod(a.shape)].reshape(B, n_save + 1, *a.shape)
-             for o, a in zip(obs, obs_avals)]
-    return (jax.tree.unflatten(jax.tree.structure(shapes["summary"]), summary),
-            jax.tree.unflatten(jax.tree.structure(shapes["observe"]), saved))
+
+def run_native(member, dyn, y0s, n_save: int, batched: bool):
+    """The member program ``member`` for the members ``y0s`` (``(B, d)``) of the system arrays
+    ``dyn`` (with a leading member axis if ``batched``), as one native kernel called through
+    ``jax.pure_callback``. Returns ``(summary, saved)`` with the members first, like the other
+    kernels. Raises :class:`Unfusable` (at trace time) for a program it cannot compile."""
+    mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
+    prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched)
+    n_mem = len(mem_leaves)
+
+    def host(y, *arrays):
+        return tuple(jax.tree.leaves(prog(y, arrays[:n_mem], arrays[n_mem:])))
+
+    outs = jax.pure_callback(host, tuple(prog.out_shapes(y0s.shape[0])), y0s, *mem_leaves, *dyn_leaves,
+                             vmap_method="sequential")
+    return prog.unpack(outs)
+
+
+def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool):
+    """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays."""
+    mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
+    prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched)
+    return prog(y0s, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves])

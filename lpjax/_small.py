@@ -254,6 +254,18 @@ def cayley(X: Mat) -> Mat:
     return unstack_matrix(eye + 2.0 * gauss_jordan(eye - Xa, Xa))
 
 
+def cayley_apply(X: Mat, v: Vec) -> Vec:
+    """``cay(X) v`` for skew X: ``v + c (Xv + X(Xv))`` with ``c = 2/(1 − ½tr X²)`` for n = 3
+    (two matrix-vector products instead of :func:`cayley`'s matrix square), else
+    ``mv(cayley(X), v)``."""
+    if len(X) != 3:
+        return mv(cayley(X), v)
+    Xv = mv(X, v)
+    XXv = mv(X, Xv)
+    c = 2.0 / (1.0 - 0.5 * _dot([_mul(X[i][k], X[k][i]) for i in range(3) for k in range(3)]))
+    return [v[i] + c * (Xv[i] + XXv[i]) for i in range(3)]
+
+
 def cayley_matrix(X: Float[Array, "... n n"]) -> Float[Array, "... n n"]:
     """:func:`cayley` on a (batched) skew matrix array."""
     return stack_matrix(cayley(unstack_matrix(X)))

@@ -1,52 +1,60 @@
-"""kernel="native": the member program compiled into one CPU loop (lpjax._native) gives the scan
-kernel's states, observables, result codes and statistics, does not depend on the thread count
-or the chunk size, falls back to the scan once for what it cannot compile, loads a second
-process's kernel from the disk cache, and lpjax works as before without numba."""
+"""kernel="native": the member program compiled into one CPU loop (lpjax._native, LLVM through
+llvmlite) gives the scan kernel's states, observables, result codes and statistics for every
+method family, does not depend on the thread count, the chunk size or how loops are laid out,
+falls back to the scan once for what it cannot compile, loads a second process's kernel from
+the disk cache without compiling, and lpjax works as before without llvmlite."""
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 import warnings
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import lpjax
 from lpjax import _native
-from lpjax.systems import lagrange_top, rigid_body
+from lpjax.systems import (
+    clebsch_case, lagrange_top, rigid_body, rigid_body_n, rubber_chaplygin_sphere, veselova,
+)
 
-pytest.importorskip("numba")
+pytest.importorskip("llvmlite")
 
 RNG = np.random.default_rng(5)
 RB = rigid_body(jnp.array([1.0, 2.0, 3.0]))
 M0 = RNG.normal(size=(40, 3))
 _m, _a = RNG.normal(size=(40, 3)) * 0.3, RNG.normal(size=(40, 3))
 TOP0 = np.concatenate([_m, _a / np.linalg.norm(_a, axis=1, keepdims=True)], axis=1)
-# numba compiles each kernel in 5-110 s here (scalar code of a few hundred to 3000 lines), so the
-# suite checks the quickest program of each kind of code: an elementwise map and a per-member
-# while loop (an implicit solve with early exit).
-CASES = [
-    ("Suris rest", lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(), TOP0),
-    ("GL2 early exit", RB, lpjax.GaussLegendre(1), M0),
-]
+CLEBSCH = clebsch_case(jnp.array([1.0, 2.0, 3.5]))
+VES = veselova(jnp.array([1.0, 2.0, 3.0]))
+RUBBER = rubber_chaplygin_sphere(jnp.array([1.0, 2.0, 3.0]), 0.5)
 KW = dict(save_every=4, observe="casimirs")
 
+CASES = [
+    ("Suris rest", lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(), TOP0),
+    ("Suris moving n=4", lagrange_top(4, frame="moving"), lpjax.SurisLagrangeTop(), 0.5 * RNG.normal(size=(40, 10))),
+    ("Suris-Clebsch", CLEBSCH, lpjax.SurisClebsch(), 0.5 * RNG.normal(size=(40, 6))),
+    ("Moser-Veselov so(3)", RB, lpjax.MoserVeselov(), M0),
+    ("Moser-Veselov so(4)", rigid_body_n(jnp.array([0.5, 1.0, 1.5, 2.0])), lpjax.MoserVeselov(),
+     RNG.normal(size=(40, 6))),
+    ("GL2 early exit", RB, lpjax.GaussLegendre(1), M0),
+    ("GL4 early exit", RB, lpjax.GaussLegendre(2), M0),
+    ("GL4 fixed iterations", RB, lpjax.GaussLegendre(2, early_exit=False), M0),
+    ("RK4", RB, lpjax.RK4(), M0),
+    ("DEP Suris-Clebsch", CLEBSCH, lpjax.DiscreteEulerPoincare(lpjax.lagrangians.suris_clebsch(CLEBSCH)),
+     0.5 * RNG.normal(size=(40, 6))),
+    ("Collective(GL4)", RB, lpjax.Collective(lpjax.GaussLegendre(2)), M0),
+    ("Veselova GL4", VES, lpjax.GaussLegendre(2), np.tile(VES.default, (40, 1))),
+    ("Projected(GL4) rubber sphere", RUBBER, lpjax.Projected(lpjax.GaussLegendre(2)), np.tile(RUBBER.default, (40, 1))),
+]
 
-@pytest.mark.parametrize("name, system, method, y0s", CASES, ids=[c[0] for c in CASES])
-def test_native_kernel_equals_the_scan(name, system, method, y0s):
-    """States, observables (Casimirs at every save) to 1e-13 scaled by their size, result codes
-    and iteration statistics equal, with a NaN member among them; no fallback."""
-    y0s = y0s.copy()
-    y0s[9] = np.nan
-    kw = dict(KW, chunk_size=len(y0s))
-    ref = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="scan", **kw)
-    assert ref.failed.tolist() == [9]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        got = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **kw)
+
+def _assert_equal_runs(got, ref):
+    """States and observables to 1e-13 scaled by their size, NaNs in the same places, result
+    codes and iteration statistics equal."""
     for a, b in ((got.final_state, ref.final_state), (got.observables["casimirs"], ref.observables["casimirs"])):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * max(1.0, float(np.nanmax(np.abs(b)))))
         assert np.array_equal(np.isnan(a), np.isnan(b))
@@ -57,85 +65,137 @@ def test_native_kernel_equals_the_scan(name, system, method, y0s):
     np.testing.assert_allclose(got.stats["max_residual"], ref.stats["max_residual"], rtol=0, atol=1e-15)
 
 
-def test_programs_too_large_for_numba_run_on_the_scan(monkeypatch):
+@pytest.mark.parametrize("name, system, method, y0s", CASES, ids=[c[0] for c in CASES])
+def test_native_kernel_equals_the_scan(name, system, method, y0s):
+    """Every method family, with a NaN member among the others; no fallback."""
+    y0s = np.array(y0s, dtype=float)
+    y0s[9] = np.nan
+    ref = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="scan", **KW)
+    assert ref.failed.tolist() == [9]
+    assert RESULT(ref, 9) == "invalid_initial_state"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW)
+    _assert_equal_runs(got, ref)
+
+
+def RESULT(sol, k):
+    return sol.result_names[int(sol.result[k])]
+
+
+def test_systems_batched_over_parameters():
+    """Members-first system arrays (one rest-frame top per member, its own gravity vector)."""
+    p = jnp.asarray(0.5 + RNG.random(size=(40, 3)))
+    tops = eqx.filter_vmap(lambda q: lagrange_top(3, frame="rest", p=q))(p)
+    kw = dict(KW, batched_system=True)
+    ref = lpjax.ensemble(tops, lpjax.SurisLagrangeTop(), TOP0, 0.02, 12, kernel="scan", **kw)
+    _assert_equal_runs(lpjax.ensemble(tops, lpjax.SurisLagrangeTop(), TOP0, 0.02, 12, kernel="native", **kw), ref)
+
+
+INDEPENDENCE = [CASES[0], CASES[3], CASES[6]]  # straight-line code, a fixed loop, a while loop
+
+
+def test_results_do_not_depend_on_threads_chunks_or_loop_layout(monkeypatch):
+    """Suris (straight-line), Moser–Veselov (a fixed loop) and GL4 (a while loop with early
+    exit): bit-identical over 1, 2 and 4 threads, chunks of 256, 7 and 64 members, and with
+    the loops per member instead of as passes over the chunk (``SPLIT``)."""
+    outs = []
+    for threads, chunk, split in ((1, 256, True), (2, 7, True), (4, 64, True), (4, 7, False), (1, 256, False)):
+        monkeypatch.setattr(_native, "THREADS", threads)
+        monkeypatch.setattr(_native, "CHUNK", chunk)
+        monkeypatch.setattr(_native, "SPLIT", split)
+        outs.append([lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW)
+                     for _, system, method, y0s in INDEPENDENCE])
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            assert np.array_equal(a.observables["casimirs"], b.observables["casimirs"])
+            assert np.array_equal(a.stats["mean_iterations"], b.stats["mean_iterations"])
+
+
+def _spectrum(y):  # an observable with an eigensolver, which the entrywise evaluator does not run
+    return jnp.linalg.eigvalsh(jnp.outer(y, y))
+
+
+def test_what_cannot_be_compiled_falls_back_to_the_scan_once():
+    method = lpjax.GaussLegendre(2)
+    ref = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="scan", observe=_spectrum)
+    with pytest.warns(UserWarning, match=r"cannot run natively \(kernel='native'\) \(primitive 'eigh'\); "
+                                         r"using kernel='scan'"):
+        got = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="native", observe=_spectrum)
+    assert np.array_equal(got.observables["observed"], ref.observables["observed"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="native", observe=_spectrum)  # said once
+
+
+def test_programs_too_large_run_on_the_scan(monkeypatch):
     monkeypatch.setattr(_native, "MAX_LINES", 50)
     ref = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="scan")
-    with pytest.warns(UserWarning, match=r"cannot run natively .* lines of scalar code, over the 50 that numba compiles "
+    with pytest.warns(UserWarning, match=r"cannot run natively .* instructions, over the 50 that LLVM compiles "
                                          r"in seconds\); using kernel='scan'"):
         got = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="native")
     assert np.array_equal(got.final_state, ref.final_state)
 
 
-def test_results_do_not_depend_on_threads_or_chunks(monkeypatch):
-    """Suris (straight-line code) and GL2 (a while loop per member): bit-identical over 1, 2 and
-    4 threads and chunks of 512, 7 and 64 members (the kernels of the test above, reused)."""
-    outs = []
-    for threads, chunk in ((1, 512), (2, 7), (4, 64), (4, 7)):
-        monkeypatch.setattr(_native, "THREADS", threads)
-        monkeypatch.setattr(_native, "CHUNK", chunk)
-        outs.append([lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW).observables["casimirs"]
-                     for _, system, method, y0s in CASES])
-    for other in outs[1:]:
-        assert all(np.array_equal(a, b) for a, b in zip(outs[0], other))
+def test_native_inside_jit_through_ensemble_function():
+    """ensemble_function(kernel="native") under jax.jit (a pure callback) equals ensemble."""
+    import jax
+
+    f = jax.jit(lpjax.ensemble_function(RB, lpjax.MoserVeselov(), 0.02, 12, kernel="native", **KW))
+    out = f(jnp.asarray(M0))
+    ref = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.02, 12, kernel="native", **KW)
+    assert np.array_equal(np.asarray(out.observables["casimirs"]), ref.observables["casimirs"])
+    assert np.array_equal(np.asarray(out.result), ref.result)
 
 
-def _spectrum(y):  # an observable with an eigensolver, which the generator does not compile
-    return jnp.linalg.eigvalsh(jnp.outer(y, y))
+_SECOND = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import lpjax
+from lpjax import _native
+from lpjax.systems import rigid_body
+if {forbid}:
+    def _compile(source):
+        raise AssertionError("compiled again")
+    _native._compile = _compile
+rb = rigid_body(np.array([1.0, 2.0, 3.0]))
+sol = lpjax.ensemble(rb, lpjax.GaussLegendre(2), np.eye(3), 0.02, 8, kernel="native")
+print(repr(sol.final_state.tolist()))
+"""
 
 
-def test_what_cannot_be_compiled_falls_back_to_the_scan_once():
-    ref = lpjax.ensemble(RB, lpjax.RK4(), M0[:20], 0.02, 4, kernel="scan", observe=_spectrum)
-    with pytest.warns(UserWarning, match=r"cannot run natively \(kernel='native'\) \(primitive 'eigh'\); using kernel='scan'"):
-        got = lpjax.ensemble(RB, lpjax.RK4(), M0[:20], 0.02, 4, kernel="native", observe=_spectrum)
-    assert np.array_equal(got.observables["observed"], ref.observables["observed"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        lpjax.ensemble(RB, lpjax.RK4(), M0[:20], 0.02, 4, kernel="native", observe=_spectrum)  # said once
+def _child(code: str, cache, extra_env=None) -> str:
+    env = {**os.environ, "LPJAX_CACHE_DIR": str(cache), **(extra_env or {})}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
 
 
-_SECOND_PROCESS = textwrap.dedent("""
-    import json, jax, numpy as np
-    jax.config.update("jax_enable_x64", True)
-    import lpjax
-    from lpjax import _native
-    from lpjax.systems import rigid_body
-    sol = lpjax.ensemble(rigid_body((1.0, 2.0, 3.0)), lpjax.RK4(), np.ones((8, 3)), 0.01, 10, kernel="native")
-    (kernel,) = _native._compiled.values()
-    print(json.dumps({"hits": sum(kernel.stats.cache_hits.values()), "misses": sum(kernel.stats.cache_misses.values()),
-                      "y": sol.final_state[0].tolist()}))
-""")
+def test_a_second_process_loads_the_kernel_from_disk(tmp_path):
+    first = _child(_SECOND.format(forbid=False), tmp_path)
+    assert len(list((tmp_path / "native").glob("kernel_*.o"))) == 1
+    assert _child(_SECOND.format(forbid=True), tmp_path) == first
 
 
-def test_a_second_process_loads_the_kernel_from_the_disk_cache(tmp_path):
-    """numba's cache (beside the generated source, in $LPJAX_CACHE_DIR): the first process
-    compiles the kernel, the second loads it."""
-    env = {**os.environ, "LPJAX_CACHE_DIR": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", _SECOND_PROCESS], env=env, capture_output=True, text=True, timeout=300)
-            for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
-    first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
-    assert (first["hits"], first["misses"]) == (0, 1) and (second["hits"], second["misses"]) == (1, 0)
-    assert first["y"] == second["y"]
-
-
-_WITHOUT_NUMBA = textwrap.dedent("""
-    import sys
-    sys.modules["numba"] = None  # import numba fails
-    import jax, numpy as np
-    import lpjax
-    from lpjax._ensemble_kernel import resolve_kernel
-    from lpjax.systems import rigid_body
-    assert resolve_kernel("auto", "cpu") == "scan"
-    sol = lpjax.ensemble(rigid_body((1.0, 2.0, 3.0)), lpjax.RK4(), np.ones((8, 3), np.float32), 0.01, 10)
-    assert sol.failed.size == 0
-    try:
-        lpjax.ensemble(rigid_body((1.0, 2.0, 3.0)), lpjax.RK4(), np.ones((8, 3), np.float32), 0.01, 10, kernel="native")
-    except ValueError as e:
-        print(e)
-""")
-
-
-def test_without_numba_everything_runs_on_the_scan():
-    run = subprocess.run([sys.executable, "-c", _WITHOUT_NUMBA], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "kernel='native' needs numba: pip install 'lpjax[cpu]'" in run.stdout
+def test_without_llvmlite_everything_works_as_before(tmp_path):
+    """llvmlite hidden: kernel="auto" runs the scan, kernel="native" says what to install."""
+    code = textwrap.dedent("""
+        import sys
+        class Hide:
+            def find_spec(self, name, path=None, target=None):
+                if name == "llvmlite" or name.startswith("llvmlite."):
+                    raise ImportError("hidden")
+        sys.meta_path.insert(0, Hide())
+        import jax, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        import lpjax
+        from lpjax.systems import rigid_body
+        rb = rigid_body(np.array([1.0, 2.0, 3.0]))
+        sol = lpjax.ensemble(rb, lpjax.MoserVeselov(), np.eye(3), 0.02, 8)
+        assert sol.failed.size == 0 and sol.settings["kernel"] == "scan", sol.settings
+        try:
+            lpjax.ensemble(rb, lpjax.MoserVeselov(), np.eye(3), 0.02, 8, kernel="native")
+        except ValueError as e:
+            print(e)
+    """)
+    assert _child(code, tmp_path) == "kernel='native' needs llvmlite: pip install 'lpjax[cpu]'"

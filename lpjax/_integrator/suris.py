@@ -71,7 +71,7 @@ class SurisLagrangeTop(AbstractGroupMap):
         g, m, a = _split(system, y)
         if h.frame == "rest":
             m1 = sm.lin(1.0, m, dt, sm.wedge(a, sm.unstack(h.gravity)))
-            a1 = sm.mv(sm.cayley(sm.lin(0.5 * dt, m1)), a)
+            a1 = sm.cayley_apply(sm.lin(0.5 * dt, m1), a)
             norm = jnp.sqrt(sm.dot(a, a))
             W = _invert_legendre(m1, [ai / norm for ai in a], h.alpha, dt)  # w_k of (6.11)
         else:
@@ -91,7 +91,7 @@ def _invert_legendre(m, A, alpha, dt):
     ``W = cay(Y)`` with ``Y = (ε/2α)[m + (2(1 − α)/ε) A ∧ (WA)/(1 + <A, WA>)]``
     (``docs/errata.md``, "Inverting (6.20)"). Matrices and vectors are :mod:`lpjax._small` lists.
     """
-    WA = sm.mv(sm.cayley(sm.lin(0.5 * dt, m)), A)
+    WA = sm.cayley_apply(sm.lin(0.5 * dt, m), A)
     c = (1 - alpha) / alpha / (1 + sm.dot(A, WA))
     return sm.cayley(sm.lin(0.5 * dt / alpha, m, c, sm.wedge(A, WA)))
 
