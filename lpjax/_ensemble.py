@@ -190,7 +190,8 @@ def ensemble_function(
             float64 with JAX's x64 on, else float32; ``y0s`` must have it).
         platform: the platform to build for: ``"cpu"``, ``"gpu"`` (``"cuda"``, ``"rocm"``) or
             ``"tpu"`` (default: that of JAX's default device). It picks the kernel for
-            ``kernel="auto"`` (the fused Triton kernel on a GPU, the scan elsewhere) and the
+            ``kernel="auto"`` (the fused Triton kernel on a GPU, the scan elsewhere: the
+            native kernel is a host callback, which JAX cannot differentiate) and the
             block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
             for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
             ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
@@ -207,8 +208,10 @@ def ensemble_function(
     system, method = cast_floats((system, method), rdtype)
     _check_members(system, method, batched_system, "ensemble_function")
     plat = platform_of(platform)
-    fn = _make_function(system, method, dt, n_steps, save_every, _observe_fn(observe)[1], resolve_kernel(kernel, plat),
-                        plat, rdtype, bool(batched_system))
+    # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
+    kernel = resolve_kernel("scan" if kernel == "auto" and plat == "cpu" else kernel, plat)
+    fn = _make_function(system, method, dt, n_steps, save_every, _observe_fn(observe)[1], kernel, plat, rdtype,
+                        bool(batched_system))
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
     def chunk(y0s, systems=None) -> EnsembleOutput:
@@ -290,11 +293,13 @@ def ensemble(
             - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
               loop inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode
               (slow: for tests);
-            - ``"native"`` (CPU, needs numba: ``pip install 'lpjax[cpu]'``): the member program
-              compiled into one machine-code loop (:mod:`lpjax._native`): chunks of members
-              over the cores, the time loop outside the member loop, one member's step as
-              straight-line scalar code; compiled once per program and cached on disk;
-            - ``"auto"`` (default): ``"fused"`` on a GPU, ``"scan"`` otherwise.
+            - ``"native"`` (CPU, needs llvmlite: ``pip install 'lpjax[cpu]'``): the member
+              program compiled by LLVM into one machine-code function (:mod:`lpjax._native`):
+              chunks of members over the cores, the time loop outside member loops that
+              vectorize across members, loops of the member program as passes over the
+              chunk; compiled once per program and cached on disk;
+            - ``"auto"`` (default): ``"fused"`` on a GPU; on CPU ``"native"`` when llvmlite is
+              installed (and one device is used), else ``"scan"``.
 
             A program the entrywise evaluator cannot run (an unsupported primitive) falls back
             to ``"scan"`` with a warning naming the primitive, once per method and system.
@@ -335,7 +340,7 @@ def ensemble(
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     ndev = len(devices) if devices else 1
     platform = platform_of(None, devices)
-    kernel = resolve_kernel(kernel, platform)
+    kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)  # several: shard_map
     # one chunk at a time where the kernel spreads a chunk over the cores itself (native)
     workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))
     chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" else _ACCEL_CHUNK), N)

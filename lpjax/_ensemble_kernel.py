@@ -63,7 +63,7 @@ def resolve_kernel(kernel: str, platform: str) -> str:
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "auto":
-        return "fused" if platform == "gpu" else "scan"
+        return "fused" if platform == "gpu" else "native" if platform == "cpu" and native_available() else "scan"
     if kernel == "fused" and platform == "tpu":
         raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
     if kernel == "native":

@@ -196,7 +196,7 @@ _SHARDED = textwrap.dedent("""
     y0s = np.random.default_rng(2).normal(size=(1000, 3)); y0s[5] = np.nan
     out = {"devices": len(jax.devices())}
     for method in (lpjax.MoserVeselov(), lpjax.GaussLegendre(2)):
-        kw = dict(save_every=10, observe="casimirs", chunk_size=400)
+        kw = dict(save_every=10, observe="casimirs", chunk_size=400, kernel="scan")
         multi = lpjax.ensemble(rigid_body(jnp.array([1.0, 2.0, 3.0])), method, y0s, 0.05, 40, **kw)
         one = lpjax.ensemble(rigid_body(jnp.array([1.0, 2.0, 3.0])), method, y0s, 0.05, 40, devices=jax.devices()[:1], **kw)
         pairs = [(multi.observables["casimirs"], one.observables["casimirs"]), (multi.final_state, one.final_state),

@@ -25,12 +25,14 @@ N_B = 16  # members of the batched-parameter runs
 
 
 def test_equals_ensemble_and_jits_inside_user_code():
-    """f(y0s) is ensemble's chunk: the same arrays bit for bit (any N: padded inside); under a
-    user's jit with an outer computation (a mean energy and its use), compiled once."""
+    """f(y0s) is ensemble's chunk: the same arrays bit for bit as ensemble with the same kernel
+    (the scan: "auto" on CPU, where ensemble's "auto" is the native kernel, a host callback)
+    (any N: padded inside); under a user's jit with an outer computation (a mean energy and
+    its use), compiled once."""
     f = lpjax.ensemble_function(RB, lpjax.GaussLegendre(2), 0.02, 40, save_every=10, observe="energy")
     assert f.kernel == "scan" and f.platform == "cpu"
     out = f(jnp.asarray(M0[:37]))
-    sol = lpjax.ensemble(RB, lpjax.GaussLegendre(2), M0[:37], 0.02, 40, save_every=10, observe="energy")
+    sol = lpjax.ensemble(RB, lpjax.GaussLegendre(2), M0[:37], 0.02, 40, save_every=10, observe="energy", kernel="scan")
     assert out.final_state.shape == (37, 3) and out.observables["energy"].shape == (37, 5)
     np.testing.assert_array_equal(out.final_state, sol.final_state)
     np.testing.assert_array_equal(out.observables["energy"], sol.observables["energy"])
