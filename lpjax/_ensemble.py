@@ -283,21 +283,17 @@ def ensemble(
             Several hosts: after ``jax.distributed.initialize()``, run each host's share of the
             members with ``devices=jax.local_devices()`` and its own ``out``; one run over
             every host's devices is not supported yet (the chunk is built on the host).
-
         kernel: how a block of members runs (the results agree to roundoff):
 
-            - ``"scan"``: the member program under ``vmap`` (member axis last), a ``lax.scan``
-              over the steps;
-            - ``"entries"``: the member program entry by entry over the block
-              (:mod:`lpjax._soa`: every value a vector over the members), in ``lax.scan``;
+            - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
+            - ``"entries"``: the member program entry by entry over the block, in a scan
+              (:mod:`lpjax._soa`: every value a vector over the members);
             - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
               loop inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode
               (slow: for tests);
-            - ``"native"`` (CPU, needs llvmlite: ``pip install 'lpjax[cpu]'``): the member
-              program compiled by LLVM into one machine-code function (:mod:`lpjax._native`):
-              chunks of members over the cores, the time loop outside member loops that
-              vectorize across members, loops of the member program as passes over the
-              chunk; compiled once per program and cached on disk;
+            - ``"native"`` (CPU, ``pip install 'lpjax[cpu]'``): the member program compiled
+              by LLVM into one function (:mod:`lpjax._native`): chunks over the cores, the
+              time loop outside member loops that vectorize; cached on disk;
             - ``"auto"`` (default): ``"fused"`` on a GPU; on CPU ``"native"`` when llvmlite is
               installed (and one device is used), else ``"scan"``.
 
@@ -341,8 +337,7 @@ def ensemble(
     ndev = len(devices) if devices else 1
     platform = platform_of(None, devices)
     kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)  # several: shard_map
-    # one chunk at a time where the kernel spreads a chunk over the cores itself (native)
-    workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))
+    workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
     chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" else _ACCEL_CHUNK), N)
     if chunk_size is None and platform == "cpu":  # at least one chunk per worker thread
         chunk = min(chunk, max(CPU_BLOCK, -(-N // workers)))
@@ -355,10 +350,7 @@ def ensemble(
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
         idx = slice(lo, hi) if hi - lo == padded else lo + np.arange(padded) % (hi - lo)  # pad with its own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
-        if kernel == "native" and devices is None:  # outside JAX: numpy in and out
-            outs = fn.host(y0s[idx], dyn_k)
-        else:
-            outs = _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
+        outs = fn.host(y0s[idx], dyn_k) if kernel == "native" else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
     member0 = _first_member(system) if batched else system

@@ -45,10 +45,10 @@ import tempfile
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ._native_rules import IR, Sym, lit, llvm_type
+from ._native_ir import Sym, lit, llvm_type
+from ._native_rules import IR
 from ._soa import Unfusable, evaluate, member_avals, trace_member
 
 __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
@@ -80,7 +80,6 @@ def cache_dir() -> str:
 # ------------------------------------------------------------------------------- the IR
 
 _I64 = np.dtype(np.int64)
-_B = Sym("%B", _I64)
 
 
 def _unflat(flat: list, avals) -> list:
@@ -162,10 +161,9 @@ def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bo
                 for x in np.ravel(ctx.entries(o, v.aval.shape))]
 
     def init():
-        c = piece("init", inputs(False) + _read(ctx, Y, [avals["y"]]))
-        ctx.put(carry, _unflat([x for x, _ in c], carry_avals), carry_avals)
-        _write(ctx, piece("observe", inputs(False) + _unflat([x for x, _ in c], carry_avals)), O, obs_sizes, 0,
-               n_save + 1)
+        c = _unflat([x for x, _ in piece("init", inputs(False) + _read(ctx, Y, [avals["y"]]))], carry_avals)
+        ctx.put(carry, c, carry_avals)
+        _write(ctx, piece("observe", inputs(False) + c), O, obs_sizes, 0, n_save + 1)
 
     def step():
         ctx.put(carry, _unflat([x for x, _ in piece("step", inputs())], carry_avals), carry_avals)

@@ -1,0 +1,281 @@
+"""The LLVM IR writer under :mod:`lpjax._native`: scalar SSA values (:class:`Sym`), constants,
+and :class:`Emitter`, which holds the instructions, the stack slots, the scratch regions of a
+chunk and its member loops. The operations are :mod:`lpjax._native_rules`; the loops of the
+member program :mod:`lpjax._native_loops`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ._soa import Context, Unfusable
+
+__all__ = ["Sym", "Emitter", "lit", "llvm_type", "is_sym", "dtype_of"]
+
+_TYPES = {np.dtype(k): v for k, v in (("float64", "double"), ("float32", "float"), ("int64", "i64"),
+                                      ("int32", "i32"), ("uint32", "i32"), ("int8", "i8"), ("uint8", "i8"),
+                                      ("bool", "i1"))}
+
+
+class Sym:
+    """A scalar SSA value of the generated code, and the member loop (``seg``) that defines
+    it (None: defined outside every member loop, the same for all members)."""
+
+    __slots__ = ("name", "dtype", "seg")
+
+    def __init__(self, name: str, dtype, seg=None):
+        self.name, self.dtype, self.seg = name, np.dtype(dtype), seg
+
+    def __repr__(self):
+        return f"Sym({self.name}: {self.dtype})"
+
+
+def is_sym(x) -> bool:
+    return isinstance(x, Sym)
+
+
+def dtype_of(x) -> np.dtype:
+    return x.dtype if is_sym(x) else np.asarray(x).dtype
+
+
+def llvm_type(dt) -> str:
+    """The LLVM type that holds ``dt`` (unsigned integers share their signed type)."""
+    dt = np.dtype(dt)
+    if dt not in _TYPES:
+        raise Unfusable(f"dtype {dt}")
+    return _TYPES[dt]
+
+
+def lit(x, dtype=None) -> str:
+    """A value as an operand: an SSA name, or a constant of ``dtype`` (default: its own)."""
+    if is_sym(x):
+        return x.name
+    a = np.asarray(x)
+    dt = np.dtype(dtype or a.dtype)
+    llvm_type(dt)
+    v = a.astype(dt).item()
+    if dt == np.bool_:
+        return "true" if v else "false"
+    if dt.kind == "f":  # the exact bits, as a double (LLVM writes float constants as doubles too)
+        return f"0x{np.float64(v).view(np.uint64):016X}"
+    return str(int(a.astype(dt).view(dt.str.replace("u", "i")))) if dt.kind == "u" else str(int(v))
+
+
+class Emitter(Context):
+    """The evaluator's context for LLVM IR (without its operations, which
+    :class:`lpjax._native_rules.IR` adds): entries are :class:`Sym` values (or trace-time
+    constants), and every operation appends instructions to :attr:`lines`. Stack slots go to
+    :attr:`slots` (the entry block), declarations to :attr:`decls`, loop metadata to
+    :attr:`meta`.
+
+    **Member loops.** :meth:`members` runs a body for each member of a chunk (``%n`` members,
+    the i-th at :attr:`i`) as a loop whose accesses to the chunk's arrays touch member i alone,
+    marked parallel for LLVM's vectorizer. A loop of the member program at the top of such a
+    body (``split``) is turned inside out: the member loop closes, the loop runs over the
+    chunk with a member loop inside each pass (a ``while`` as masked passes over the chunk,
+    while any member's condition holds, as ``vmap`` does), and a new member loop goes on
+    after it. Values that cross from one member loop into a later one pass through the
+    scratch: a region of ``chunk`` 8-byte slots each (the store is added to the loop that
+    defines the value, the load at the top of the loop that uses it)."""
+
+    def __init__(self, chunk: int = 1, split: bool = True):
+        super().__init__(None)
+        self.lines, self.slots, self.decls, self.meta, self.count = [], [], set(), [], 0
+        self.chunk, self.split, self.regions = chunk, split, 0
+        self.segment, self.level, self.i, self.tag, self.loops = None, 0, None, "", 0
+        self.seg_i, self.seg_tag, self.spills, self.reloads, self.spilled, self.reloaded = {}, {}, {}, {}, {}, {}
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def fresh(self, stem: str = "v") -> str:
+        self.count += 1
+        return f"{stem}{self.count}"
+
+    def new(self, rhs: str, dtype) -> Sym:
+        s = Sym(f"%{self.fresh()}", dtype, self.segment)
+        self.emit(f"{s.name} = {rhs}")
+        return s
+
+    def slot(self, dtype) -> str:
+        """A stack slot of ``dtype`` (in the entry block), its address."""
+        name = f"%{self.fresh('s')}"
+        self.slots.append(f"  {name} = alloca {llvm_type(dtype)}")
+        return name
+
+    def ref(self, x, dtype=None) -> str:
+        """``x`` as an operand here (see :meth:`here`)."""
+        return lit(self.here(x), dtype)
+
+    def load(self, address: str, dtype, array: bool = False) -> Sym:
+        """A load; ``array``: from a chunk or global array (tagged with the member loop's group)."""
+        return self.new(f"load {llvm_type(dtype)}, ptr {address}{self.tag if array else ''}", dtype)
+
+    def store(self, x, address: str, dtype, array: bool = False) -> None:
+        x = self.cast(x, dtype)
+        self.emit(f"store {llvm_type(dtype)} {self.ref(x, dtype)}, ptr {address}{self.tag if array else ''}")
+
+    def call(self, fn: str, args: list, dt, ret=None) -> Sym:
+        """``fn`` (a libm function or an ``llvm.`` intrinsic) of ``args``, all of ``dt``."""
+        t, r = llvm_type(dt), llvm_type(ret or dt)
+        self.decls.add(f"declare {r} @{fn}({', '.join([t] * len(args))})")
+        return self.new(f"call {r} @{fn}({', '.join(f'{t} {self.ref(a, dt)}' for a in args)})", ret or dt)
+
+    # ----------------------------------------------------------------------- member loops
+
+    def region(self) -> int:
+        """A new region of the scratch (``chunk`` slots of 8 bytes): its index."""
+        self.regions += 1
+        return self.regions - 1
+
+    def element(self, region: int, dtype, index=None) -> str:
+        """The address of the slot of member ``index`` (default: :attr:`i`) in ``region``."""
+        base = self.new(f"getelementptr i8, ptr %scratch, i64 {8 * self.chunk * region}", np.int64).name
+        return self.new(f"getelementptr {llvm_type(dtype)}, ptr {base}, i64 {lit(index or self.i)}", np.int64).name
+
+    def get(self, regions, avals) -> list:
+        """This member's values in ``regions`` (object arrays of region indices)."""
+        out = []
+        for r, a in zip(regions, avals):
+            v = np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                v[i] = self.load(self.element(r[i], a.dtype), a.dtype, array=True)
+            out.append(v)
+        return out
+
+    def put(self, regions, values, avals) -> None:
+        for r, v, a in zip(regions, values, avals):
+            e = self.entries(v, a.shape)
+            for i in np.ndindex(a.shape):
+                self.store(e[i], self.element(r[i], a.dtype), a.dtype, array=True)
+
+    def new_regions(self, avals) -> list:
+        out = []
+        for a in avals:
+            r = np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                r[i] = self.region()
+            out.append(r)
+        return out
+
+    def here(self, x):
+        """``x`` usable in the current member loop: a value of an earlier one is stored to the
+        scratch at the end of that loop and loaded at the top of this one."""
+        if not is_sym(x) or x.seg is None or x.seg == self.segment:
+            return x
+        key = (x.name, self.segment)
+        if key not in self.reloaded:
+            if x.name not in self.spilled:
+                k = self.spilled[x.name] = self.region()
+                base, at = self.fresh("a"), self.fresh("a")
+                t = llvm_type(x.dtype)
+                self.spills[x.seg] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * k}",
+                                       f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.seg_i[x.seg].name}",
+                                       f"  store {t} {x.name}, ptr %{at}{self.seg_tag[x.seg]}"]
+            k, t = self.spilled[x.name], llvm_type(x.dtype)
+            base, at, v = self.fresh("a"), self.fresh("a"), Sym(f"%{self.fresh()}", x.dtype, self.segment)
+            self.reloads[self.segment] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * k}",
+                                           f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.i.name}",
+                                           f"  {v.name} = load {t}, ptr %{at}{self.tag}"]
+            self.reloaded[key] = v
+        return self.reloaded[key]
+
+    def members(self, body: Callable[[], None]) -> None:
+        """``body()`` for each member of the chunk (see the class docstring)."""
+        self.open()
+        body()
+        self.close()
+
+    def open(self) -> None:
+        """Start a member loop (a new segment)."""
+        assert self.segment is None, "member loops do not nest"
+        self.loops += 1
+        seg = self.loops
+        g, loop, par = (f"!{3 * seg + k}" for k in range(3))
+        self.meta += [f"{g} = distinct !{{}}", f"{loop} = distinct !{{{loop}, {par}}}",
+                      f'{par} = !{{!"llvm.loop.parallel_accesses", {g}}}']
+        counter = self.slot(np.int64)
+        self.store(np.int64(0), counter, np.int64)
+        self.emit(f"br label %M{seg}h")
+        self.label(f"M{seg}h")
+        self.segment = seg
+        self.tag = self.seg_tag[seg] = f", !llvm.access.group {g}"
+        self.i = self.load(counter, np.int64)
+        go = self.new(f"icmp slt i64 {self.i.name}, %n", np.bool_)
+        self.emit(f"br i1 {go.name}, label %M{seg}b, label %M{seg}x")
+        self.label(f"M{seg}b")
+        self.seg_i[seg], self.spills[seg], self.reloads[seg] = self.i, [], []
+        self.lines.append(("reload", seg))
+        self._counter = counter
+
+    def close(self) -> None:
+        """End the current member loop."""
+        seg, counter = self.segment, self._counter
+        self.lines.append(("spill", seg))
+        nxt = self.new(f"add i64 {self.i.name}, 1", np.int64)
+        self.emit(f"store i64 {nxt.name}, ptr {counter}")
+        self.emit(f"br label %M{seg}h, !llvm.loop !{3 * seg + 1}")
+        self.label(f"M{seg}x")
+        self.segment, self.i, self.tag = None, None, ""
+
+    def splits(self) -> bool:
+        """Whether a loop met now turns inside out (at the top of a member loop's body)."""
+        return self.split and self.segment is not None and self.level == 0
+
+    def text(self) -> list:
+        """:attr:`lines` with the scratch traffic between member loops in place."""
+        out = []
+        for line in self.lines:
+            if isinstance(line, tuple):
+                out += (self.reloads if line[0] == "reload" else self.spills)[line[1]]
+            else:
+                out.append(line)
+        return out
+
+    # ----------------------------------------------------------------------- loops
+
+    def carry(self, values, avals) -> list:
+        """Stack slots for a loop's carry (object arrays of addresses), initialised to ``values``."""
+        out = []
+        for v, a in zip(values, avals):
+            e, s = self.entries(v, a.shape), np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                s[i] = self.slot(a.dtype)
+                self.store(e[i], s[i], a.dtype)
+            out.append(s)
+        return out
+
+    def read(self, slots, avals) -> list:
+        out = []
+        for s, a in zip(slots, avals):
+            v = np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                v[i] = self.load(s[i], a.dtype)
+            out.append(v)
+        return out
+
+    def write(self, slots, values, avals) -> None:
+        for s, v, a in zip(slots, values, avals):
+            e = self.entries(v, a.shape)
+            for i in np.ndindex(a.shape):
+                self.store(e[i], s[i], a.dtype)
+
+    def counted(self, length, body: Callable, meta: str = "") -> None:
+        """``body(i)`` for ``i`` in ``0 … length − 1`` (an i64 operand): a loop whose latch
+        carries ``meta`` (loop metadata)."""
+        counter, tag = self.slot(np.int64), self.fresh("L")
+        self.store(np.int64(0), counter, np.int64)
+        self.emit(f"br label %{tag}h")
+        self.label(f"{tag}h")
+        i = self.load(counter, np.int64)
+        go = self.new(f"icmp slt i64 {i.name}, {lit(length, np.int64)}", np.bool_)
+        self.emit(f"br i1 {go.name}, label %{tag}b, label %{tag}x")
+        self.label(f"{tag}b")
+        body(i)
+        self.store(self.op("add", i, 1, np.int64), counter, np.int64)
+        self.emit(f"br label %{tag}h{meta}")
+        self.label(f"{tag}x")

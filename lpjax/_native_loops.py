@@ -1,0 +1,176 @@
+"""The member program's loops in LLVM IR (:mod:`lpjax._native`): ``scan`` as a counted loop,
+``while`` as a loop per member or, at the top of a member loop, as masked passes over the
+chunk, ``cond`` as selects or, around loops, as a branch."""
+
+from __future__ import annotations
+
+import jax.extend.core as jcore
+import numpy as np
+from jax import lax
+
+from ._native_ir import dtype_of, is_sym, lit, llvm_type
+from ._soa import Unfusable, _scan_operands, evaluate
+from ._soa_rules import _is_entries
+
+__all__ = ["CONTROL"]
+
+
+def _has_loops(jaxpr) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("while", "scan"):
+            return True
+        if any(_has_loops(sub) for sub in jcore.jaxprs_in_params(eqn.params)):
+            return True
+    return False
+
+
+def _scan(ctx, eqn, vals):
+    p = eqn.params
+    body = p["jaxpr"]
+    consts, init, xs = _scan_operands(p, vals)
+    ncarry, length = len(init), p["length"]
+    carry_avals = [v.aval for v in body.jaxpr.invars[len(consts):len(consts) + ncarry]]
+    y_avals = [v.aval for v in body.jaxpr.outvars[ncarry:]]
+    if xs or y_avals:  # unrolled: the indices are known
+        carry, ys = list(init), [np.empty((length, *a.shape), object) for a in y_avals]
+        for t in (range(length - 1, -1, -1) if p["reverse"] else range(length)):
+            outs = evaluate(ctx, body.jaxpr, body.consts, list(consts) + carry + [x[t] for x in xs])
+            carry = outs[:ncarry]
+            for y, o, a in zip(ys, outs[ncarry:], y_avals):
+                y[t] = ctx.entries(o, a.shape)
+        return carry + ys
+
+    def run(carry):
+        return evaluate(ctx, body.jaxpr, body.consts, list(consts) + carry)
+
+    if ctx.splits():  # passes over the chunk, a member loop in each
+        regions = ctx.new_regions(carry_avals)
+        ctx.put(regions, init, carry_avals)
+        ctx.close()
+        ctx.counted(length, lambda _: ctx.members(lambda: ctx.put(regions, run(ctx.get(regions, carry_avals)),
+                                                                  carry_avals)))
+        ctx.open()
+        return ctx.get(regions, carry_avals)
+    slots = ctx.carry(init, carry_avals)
+    ctx.level += 1
+    ctx.counted(length, lambda _: ctx.write(slots, run(ctx.read(slots, carry_avals)), carry_avals))
+    ctx.level -= 1
+    return ctx.read(slots, carry_avals)
+
+
+def _while(ctx, eqn, vals):
+    p = eqn.params
+    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    avals = [v.aval for v in bj.jaxpr.invars[nb:]]
+
+    def cond(carry):
+        (go,) = evaluate(ctx, cj.jaxpr, cj.consts, list(vals[:nc]) + carry)
+        go = np.asarray(go, object).reshape(()).item()
+        if not is_sym(go):
+            raise Unfusable("a while loop whose condition does not depend on the member")
+        return go
+
+    def body(carry):
+        return evaluate(ctx, bj.jaxpr, bj.consts, list(vals[nc:nc + nb]) + carry)
+
+    if ctx.splits():
+        return _masked_while(ctx, vals[nc + nb:], avals, cond, body)
+    slots = ctx.carry(vals[nc + nb:], avals)  # a member's own loop: it iterates until its own condition fails
+    tag = ctx.fresh("W")
+    ctx.level += 1
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}h")
+    carry = ctx.read(slots, avals)
+    ctx.emit(f"br i1 {cond(carry).name}, label %{tag}b, label %{tag}x")
+    ctx.label(f"{tag}b")
+    ctx.write(slots, body(carry), avals)
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}x")
+    ctx.level -= 1
+    return carry
+
+
+def _masked_while(ctx, init, avals, cond, body):
+    """A while loop as passes over the chunk while any member's condition holds: each pass
+    runs the body for every member and keeps the new carry of those whose condition held
+    (their flag), so a member's values do not change once its condition fails."""
+    regions, flag, anyone = ctx.new_regions(avals), ctx.region(), ctx.slot(np.bool_)
+    bool_ = np.dtype(np.bool_)
+    ctx.put(regions, init, avals)
+    ctx.close()
+
+    def flagged(carry):  # the member's flag for the next pass, and the chunk's "any"
+        go = cond(carry)
+        ctx.store(go, ctx.element(flag, bool_), bool_, array=True)
+        ctx.store(ctx.op("or", ctx.load(anyone, bool_), go, bool_), anyone, bool_)
+
+    ctx.store(False, anyone, bool_)
+    ctx.members(lambda: flagged(ctx.get(regions, avals)))
+    tag = ctx.fresh("W")
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}h")
+    more = ctx.load(anyone, bool_)
+    ctx.emit(f"br i1 {more.name}, label %{tag}b, label %{tag}x")
+    ctx.label(f"{tag}b")
+    ctx.store(False, anyone, bool_)
+
+    def one_pass():
+        carry = ctx.get(regions, avals)
+        go = ctx.load(ctx.element(flag, bool_), bool_, array=True)
+        new = body(carry)
+        kept = []
+        for n, c, a in zip(new, carry, avals):
+            e, out = ctx.entries(n, a.shape), np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                out[i] = ctx.select(go, e[i], c[i], a.dtype)
+            kept.append(out)
+        ctx.put(regions, kept, avals)
+        flagged(kept)
+
+    ctx.members(one_pass)
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}x")
+    ctx.open()
+    return ctx.get(regions, avals)
+
+
+def _cond(ctx, eqn, vals):
+    index, ops = vals[0], vals[1:]
+    branches = eqn.params["branches"]
+    if not _is_entries(index):
+        b = branches[int(np.clip(int(index), 0, len(branches) - 1))]
+        return evaluate(ctx, b.jaxpr, b.consts, list(ops))
+    idx = np.asarray(index, object).reshape(()).item()
+    avals = [v.aval for v in eqn.outvars]
+    if not any(_has_loops(b.jaxpr) for b in branches):  # every branch, then a select (vmap's way; it vectorizes)
+        outs = [evaluate(ctx, b.jaxpr, b.consts, list(ops)) for b in branches]
+        result = []
+        for k, a in enumerate(avals):
+            es, out = [ctx.entries(o[k], a.shape) for o in outs], np.empty(a.shape, object)
+            for i in np.ndindex(a.shape):
+                out[i] = ctx.bind(lax.select_n_p, [idx] + [e[i] for e in es], {})
+            result.append(out)
+        return result
+    slots = [np.empty(a.shape, object) for a in avals]
+    for s, a in zip(slots, avals):
+        for i in np.ndindex(a.shape):
+            s[i] = ctx.slot(a.dtype)
+    tag, dt = ctx.fresh("C"), dtype_of(idx)
+    if dt == np.bool_:
+        idx = ctx.cast(idx, np.int32)
+    clamped = ctx._scalar("clamp", [0, idx, len(branches) - 1], [dtype_of(idx)] * 3, {})
+    cases = " ".join(f"{llvm_type(dtype_of(idx))} {k}, label %{tag}b{k}" for k in range(len(branches) - 1))
+    ctx.emit(f"switch {llvm_type(dtype_of(idx))} {lit(clamped)}, label %{tag}b{len(branches) - 1} [{cases}]")
+    ctx.level += 1
+    for k, b in enumerate(branches):
+        ctx.label(f"{tag}b{k}")
+        ctx.write(slots, evaluate(ctx, b.jaxpr, b.consts, list(ops)), avals)
+        ctx.emit(f"br label %{tag}x")
+    ctx.label(f"{tag}x")
+    ctx.level -= 1
+    return ctx.read(slots, avals)
+
+
+
+CONTROL = {"scan": _scan, "while": _while, "cond": _cond}
