@@ -128,6 +128,17 @@ def test_what_cannot_be_compiled_falls_back_to_the_scan_once():
         lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="native", observe=_spectrum)  # said once
 
 
+@pytest.mark.skipif(not _native._target()[1].triple.startswith("x86_64"), reason="the flush is x86's control register")
+def test_denormals_flush_to_zero_as_in_xla():
+    """XLA:CPU flushes denormal inputs and results to zero; so does the native kernel (a state
+    of denormals stays put under the scan, and would drift without the flush)."""
+    y0s = np.array([[3e-308, 2e-308, 1e-308], [1.0, 0.5, 0.2]])
+    ref = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.5, 4, kernel="scan")
+    got = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.5, 4, kernel="native")
+    assert ref.final_state[0].tolist() == [3e-308, 0.0, 0.0]
+    assert np.array_equal(got.final_state, ref.final_state)
+
+
 def test_programs_too_large_run_on_the_scan(monkeypatch):
     monkeypatch.setattr(_native, "MAX_LINES", 50)
     ref = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="scan")
