@@ -141,6 +141,7 @@ def test_denormals_flush_to_zero_as_in_xla():
 
 def test_programs_too_large_run_on_the_scan(monkeypatch):
     monkeypatch.setattr(_native, "MAX_LINES", 50)
+    monkeypatch.setattr(_native, "_programs", {})  # not a program another test compiled
     ref = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="scan")
     with pytest.warns(UserWarning, match=r"cannot run natively .* instructions, over the 50 that LLVM compiles "
                                          r"in seconds\); using kernel='scan'"):
