@@ -16,6 +16,7 @@ pure, jittable function of one chunk: members first in and out, padded to whole 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from typing import Any, Callable, NamedTuple, Optional, final
 
@@ -59,11 +60,15 @@ def platform_of(platform: Optional[str], devices=None) -> str:
 
 def resolve_kernel(kernel: str, platform: str) -> str:
     """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU; on CPU the native kernel
-    when llvmlite is installed (the ``lpjax[cpu]`` extra), else the scan; the scan elsewhere."""
+    when llvmlite is installed (the ``lpjax[cpu]`` extra) and ``$LPJAX_CPU_KERNEL`` is not
+    ``scan``, else the scan; the scan elsewhere."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "auto":
-        return "fused" if platform == "gpu" else "native" if platform == "cpu" and native_available() else "scan"
+        if platform == "cpu":  # $LPJAX_CPU_KERNEL=scan opts out of the native kernel
+            native = os.environ.get("LPJAX_CPU_KERNEL", "native") == "native" and native_available()
+            return "native" if native else "scan"
+        return "fused" if platform == "gpu" else "scan"
     if kernel == "fused" and platform == "tpu":
         raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
     if kernel == "native":
