@@ -112,6 +112,12 @@ def test_results_do_not_depend_on_threads_chunks_or_loop_layout(monkeypatch):
             assert np.array_equal(a.stats["mean_iterations"], b.stats["mean_iterations"])
 
 
+def test_auto_is_native_on_cpu_unless_opted_out(monkeypatch):
+    assert lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4).settings["kernel"] == "native"
+    monkeypatch.setenv("LPJAX_CPU_KERNEL", "scan")
+    assert lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4).settings["kernel"] == "scan"
+
+
 def _spectrum(y):  # an observable with an eigensolver, which the entrywise evaluator does not run
     return jnp.linalg.eigvalsh(jnp.outer(y, y))
 
