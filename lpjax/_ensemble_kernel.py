@@ -66,8 +66,10 @@ def resolve_kernel(kernel: str, platform: str) -> str:
         raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "auto":
         if platform == "cpu":  # $LPJAX_CPU_KERNEL=scan opts out of the native kernel
-            native = os.environ.get("LPJAX_CPU_KERNEL", "native") == "native" and native_available()
-            return "native" if native else "scan"
+            choice = os.environ.get("LPJAX_CPU_KERNEL", "native")
+            if choice not in ("native", "scan"):
+                raise ValueError(f"LPJAX_CPU_KERNEL must be 'native' or 'scan', got {choice!r}")
+            return "native" if choice == "native" and native_available() else "scan"
         return "fused" if platform == "gpu" else "scan"
     if kernel == "fused" and platform == "tpu":
         raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
@@ -205,7 +207,7 @@ class EnsembleFunction(eqx.Module):
     ``vmap``-free and without side effects, so it goes inside a user's own ``jax.jit``, a
     ``shard_map``, or an outer optimisation; ``jax.jit(f)`` compiles it once per shape.
 
-    Attributes: ``kernel`` (``"scan"``, ``"entries"`` or ``"fused"``) and ``platform``
+    Attributes: ``kernel`` (``"scan"``, ``"entries"``, ``"fused"`` or ``"native"``) and ``platform``
     (``"cpu"``, ``"gpu"`` or ``"tpu"``) that it was made for. A program that the entrywise
     evaluator cannot run (a primitive it does not know) runs with ``"scan"`` instead, with a
     warning once.

@@ -116,6 +116,9 @@ def test_auto_is_native_on_cpu_unless_opted_out(monkeypatch):
     assert lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4).settings["kernel"] == "native"
     monkeypatch.setenv("LPJAX_CPU_KERNEL", "scan")
     assert lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4).settings["kernel"] == "scan"
+    monkeypatch.setenv("LPJAX_CPU_KERNEL", "nativ")
+    with pytest.raises(ValueError, match="LPJAX_CPU_KERNEL must be 'native' or 'scan', got 'nativ'"):
+        lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4)
 
 
 def _spectrum(y):  # an observable with an eigensolver, which the entrywise evaluator does not run
