@@ -137,30 +137,34 @@ class Emitter(Context):
         base = self.new(f"getelementptr i8, ptr %scratch, i64 {8 * self.chunk * region}", np.int64).name
         return self.new(f"getelementptr {llvm_type(dtype)}, ptr {base}, i64 {lit(index or self.i)}", np.int64).name
 
-    def get(self, regions, avals) -> list:
-        """This member's values in ``regions`` (object arrays of region indices)."""
+    @staticmethod
+    def each(avals, fn: Callable) -> list:
+        """Object arrays of ``avals``' shapes with ``fn(k, aval, index)`` for entry ``index`` of
+        the k-th."""
         out = []
-        for r, a in zip(regions, avals):
-            v = np.empty(a.shape, object)
+        for k, a in enumerate(avals):
+            e = np.empty(a.shape, object)
             for i in np.ndindex(a.shape):
-                v[i] = self.load(self.element(r[i], a.dtype), a.dtype, array=True)
-            out.append(v)
+                e[i] = fn(k, a, i)
+            out.append(e)
         return out
 
-    def put(self, regions, values, avals) -> None:
-        for r, v, a in zip(regions, values, avals):
+    def store_each(self, address: Callable, values, avals, array: bool = False) -> None:
+        """``values`` (object arrays of ``avals``' shapes) stored at ``address(k, index)``."""
+        for k, (v, a) in enumerate(zip(values, avals)):
             e = self.entries(v, a.shape)
             for i in np.ndindex(a.shape):
-                self.store(e[i], self.element(r[i], a.dtype), a.dtype, array=True)
+                self.store(e[i], address(k, i), a.dtype, array)
+
+    def get(self, regions, avals) -> list:
+        """This member's values in ``regions`` (object arrays of region indices)."""
+        return self.each(avals, lambda k, a, i: self.load(self.element(regions[k][i], a.dtype), a.dtype, array=True))
+
+    def put(self, regions, values, avals) -> None:
+        self.store_each(lambda k, i: self.element(regions[k][i], avals[k].dtype), values, avals, array=True)
 
     def new_regions(self, avals) -> list:
-        out = []
-        for a in avals:
-            r = np.empty(a.shape, object)
-            for i in np.ndindex(a.shape):
-                r[i] = self.region()
-            out.append(r)
-        return out
+        return self.each(avals, lambda k, a, i: self.region())
 
     def here(self, x):
         """``x`` usable in the current member loop: a value of an earlier one is stored to the
@@ -240,29 +244,15 @@ class Emitter(Context):
 
     def carry(self, values, avals) -> list:
         """Stack slots for a loop's carry (object arrays of addresses), initialised to ``values``."""
-        out = []
-        for v, a in zip(values, avals):
-            e, s = self.entries(v, a.shape), np.empty(a.shape, object)
-            for i in np.ndindex(a.shape):
-                s[i] = self.slot(a.dtype)
-                self.store(e[i], s[i], a.dtype)
-            out.append(s)
-        return out
+        slots = self.each(avals, lambda k, a, i: self.slot(a.dtype))
+        self.write(slots, values, avals)
+        return slots
 
     def read(self, slots, avals) -> list:
-        out = []
-        for s, a in zip(slots, avals):
-            v = np.empty(a.shape, object)
-            for i in np.ndindex(a.shape):
-                v[i] = self.load(s[i], a.dtype)
-            out.append(v)
-        return out
+        return self.each(avals, lambda k, a, i: self.load(slots[k][i], a.dtype))
 
     def write(self, slots, values, avals) -> None:
-        for s, v, a in zip(slots, values, avals):
-            e = self.entries(v, a.shape)
-            for i in np.ndindex(a.shape):
-                self.store(e[i], s[i], a.dtype)
+        self.store_each(lambda k, i: slots[k][i], values, avals)
 
     def counted(self, length, body: Callable, meta: str = "") -> None:
         """``body(i)`` for ``i`` in ``0 … length − 1`` (an i64 operand): a loop whose latch

@@ -152,10 +152,7 @@ def _cond(ctx, eqn, vals):
                 out[i] = ctx.bind(lax.select_n_p, [idx] + [e[i] for e in es], {})
             result.append(out)
         return result
-    slots = [np.empty(a.shape, object) for a in avals]
-    for s, a in zip(slots, avals):
-        for i in np.ndindex(a.shape):
-            s[i] = ctx.slot(a.dtype)
+    slots = ctx.each(avals, lambda k, a, i: ctx.slot(a.dtype))
     tag, dt = ctx.fresh("C"), dtype_of(idx)
     if dt == np.bool_:
         idx = ctx.cast(idx, np.int32)
