@@ -265,8 +265,8 @@ def ensemble(
             ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
             (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
         chunk_size: members per chunk, the unit of dispatch, storage, progress and resume
-            (default 16384 on CPU, 2²⁰ on an accelerator, at most N). Within a chunk the
-            members run in blocks of 2048 (CPU; time inside block, members on the last axis).
+            (default 16384 on CPU, 2²⁰ native or on an accelerator; at most N). Within a chunk
+            the members run in blocks of 2048 (CPU scan; time inside block, members last).
         out: a zarr v3 store (a directory) written chunk by chunk; its attributes hold the
             lpjax version, the system and method, dt, n_steps, ``metadata`` (e.g. seeds), the
             creation time and the settings' fingerprint. It is checked for writing before any work.
@@ -338,7 +338,7 @@ def ensemble(
     platform = platform_of(None, devices)
     kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)  # several: shard_map
     workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
-    chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" else _ACCEL_CHUNK), N)
+    chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" and kernel != "native" else _ACCEL_CHUNK), N)
     if chunk_size is None and platform == "cpu":  # at least one chunk per worker thread
         chunk = min(chunk, max(CPU_BLOCK, -(-N // workers)))
     padded = -(-chunk // ndev) * ndev  # members the compiled chunk runs (the rest are copies)
@@ -348,9 +348,11 @@ def ensemble(
 
     def compute(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
-        idx = slice(lo, hi) if hi - lo == padded else lo + np.arange(padded) % (hi - lo)  # pad with its own members
+        native = kernel == "native"  # any number of members, written straight into the result's arrays
+        idx = slice(lo, hi) if hi - lo == padded or native else lo + np.arange(padded) % (hi - lo)  # pad: own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
-        outs = fn.host(y0s[idx], dyn_k) if kernel == "native" else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices)
+        outs = fn.host(y0s[idx], dyn_k, arrays and {k: a[idx] for k, a in arrays.items()}) if native else _run_chunk(
+            fn, jnp.asarray(y0s[idx]), dyn_k, devices)
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
     member0 = _first_member(system) if batched else system
@@ -376,15 +378,14 @@ def ensemble(
 
     def save(lo, outs, k):
         y_final, saved, result, stats = outs
-        parts = {"final_state": y_final, "result": result.astype(np.int32),
+        parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
                  **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
         for name, a in parts.items():
             if store is not None:
                 store.write(name, lo, a)
-            else:
-                arrays[name][lo : lo + a.shape[0]] = a
-        if store is not None:
-            store.mark_done(k)
+            elif not np.may_share_memory(dst := arrays[name][lo : lo + a.shape[0]], a):  # the native kernel wrote it
+                dst[...] = a
+        store is not None and store.mark_done(k)
 
     todo = [k for k in range(n_chunks) if store is None or not store.done[k]]
     show = sys.stderr.isatty() if progress is None else bool(progress)

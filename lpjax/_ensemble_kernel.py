@@ -253,14 +253,18 @@ class EnsembleFunction(eqx.Module):
         warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run {how} "
                   f"({e}); using kernel='scan'")
 
-    def host(self, y0s: np.ndarray, system_arrays: PyTree = None) -> EnsembleOutput:
+    def host(self, y0s: np.ndarray, system_arrays: PyTree = None, into: Optional[dict] = None) -> EnsembleOutput:
         """``kernel="native"`` outside JAX (what :func:`lpjax.ensemble` calls): numpy arrays
-        in and out, without a device round trip. ``y0s`` is checked by the caller."""
+        in and out, without a device round trip. ``into``: arrays named as in a store
+        (``final_state``, ``result``, ``observables/<name>``, ``stats/<name>``) that the kernel
+        writes into where their shape and dtype fit. ``y0s`` is checked by the caller."""
         dyn = system_arrays if self.batched else self.system_arrays
+        part = (lambda head: {k[len(head):]: a for k, a in into.items() if k.startswith(head)}) if into else None
+        dest = into and ((into["final_state"], into["result"], part("stats/")), part("observables/"))
         try:
             (y_final, result, stats), saved = run_native_host(self.member, dyn, np.asarray(y0s),
                                                               self.member.n_steps // self.member.save_every,
-                                                              self.batched)
+                                                              self.batched, dest)
         except Unfusable as e:
             self._fell_back(e)
             return self._run(dyn, jnp.asarray(y0s), "scan")

@@ -75,6 +75,10 @@ class _Carry(eqx.Module):
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
         failed = result != RESULTS.successful
         count = self.num_failed.dtype
+        if info.explicit_step:  # zero residual and iterations: the running statistics stay as they are
+            return _Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result),
+                          self.max_residual, self.max_iterations, self.total_iterations,
+                          self.num_failed + failed.astype(count))
         return _Carry(
             state,
             RESULTS.where(self.result == RESULTS.successful, result, self.result),

@@ -20,7 +20,12 @@ host CPU (LLVM's ``O3`` pipeline with its loop vectorizer) into one function, ``
   member's condition holds (measured against a loop per member inside the member loop, which
   cannot vectorize: Moser–Veselov 3.5× faster, GL4 1.07–1.12×); values that cross from one
   member loop to a later one go through a scratch array of the chunk;
-* the observables written at the saves, then the final state, result codes and statistics.
+* the observables written at the saves, then the final state, result codes and statistics;
+* operations on values that are the same for the whole run (the system's arrays, when they are
+  not batched) hoisted to the entry block; a carry entry that a step leaves as it is (the
+  statistics of an explicit step) neither loaded nor stored; ``(−x)·y`` written as ``−(x·y)`` so
+  that the product is shared with ``x·y`` (a skew matrix's two triangles); and a conjunction of
+  finiteness tests as one test that the sum of the ``x − x`` is not NaN. Each is exact.
 
 Every member runs the same instructions whatever its chunk and thread, without reassociation
 or contraction (no fast-math flags; a vector lane computes what the scalar code does), so
@@ -162,6 +167,7 @@ def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bo
     Y, M, D, S, O = (ptrs[sum(counts[:j]):sum(counts[:j + 1])] for j in range(5))
     mem = _read(ctx, M, avals["mem"], member=False)
     shared = None if batched else _read(ctx, D, avals["dyn"], member=False)
+    ctx.entry(mem + (shared or []))  # operations on these alone run once, here
     carry = ctx.new_regions(carry_avals)
 
     def inputs(with_carry: bool = True) -> list:
@@ -291,9 +297,14 @@ class _Program:
     def out_shapes(self, B: int) -> list:
         return [jax.ShapeDtypeStruct((B, *lead, *a.shape), a.dtype) for lead, a in self.out]
 
-    def __call__(self, y0s, mem_leaves, dyn_leaves) -> tuple:
+    def __call__(self, y0s, mem_leaves, dyn_leaves, out=None) -> tuple:
+        """``out``: destination arrays in the layout of the result (a leaf that is not a
+        C-contiguous array of the right shape and dtype, or None, is allocated)."""
         B = y0s.shape[0]
-        outs = [np.empty(s.shape, s.dtype) for s in self.out_shapes(B)]
+        dest = jax.tree.leaves(out) if out is not None else []
+        dest = dest if len(dest) == len(self.out) else [None] * len(self.out)
+        outs = [d if isinstance(d, np.ndarray) and d.shape == s.shape and d.dtype == s.dtype and d.flags.c_contiguous
+                and d.flags.writeable else np.empty(s.shape, s.dtype) for d, s in zip(dest, self.out_shapes(B))]
         keep = [np.ascontiguousarray(a) for a in (y0s, *mem_leaves, *dyn_leaves)] + outs
         args = (ctypes.c_void_p * len(keep))(*[a.ctypes.data for a in keep])
         chunk, kernel = self.chunk, self.kernel
@@ -386,8 +397,9 @@ def run_native(member, dyn, y0s, n_save: int, batched: bool):
     return prog.unpack(outs)
 
 
-def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool):
-    """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays."""
+def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool, out=None):
+    """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays,
+    written into the arrays of ``out`` (a pytree of that layout) where they fit (no copy)."""
     mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
     prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched)
-    return prog(y0s, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves])
+    return prog(y0s, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves], out)

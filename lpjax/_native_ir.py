@@ -11,7 +11,9 @@ import numpy as np
 
 from ._soa import Context, Unfusable
 
-__all__ = ["Sym", "Emitter", "lit", "llvm_type", "is_sym", "dtype_of"]
+__all__ = ["Sym", "Emitter", "lit", "llvm_type", "is_sym", "dtype_of", "ENTRY"]
+
+ENTRY = 0  # the segment of values computed once, in the entry block (member loops count from 1)
 
 _TYPES = {np.dtype(k): v for k, v in (("float64", "double"), ("float32", "float"), ("int64", "i64"),
                                       ("int32", "i32"), ("uint32", "i32"), ("int8", "i8"), ("uint8", "i8"),
@@ -85,6 +87,8 @@ class Emitter(Context):
         self.chunk, self.split, self.regions = chunk, split, 0
         self.segment, self.level, self.i, self.tag, self.loops = None, 0, None, "", 0
         self.seg_i, self.seg_tag, self.spills, self.reloads, self.spilled, self.reloaded = {}, {}, {}, {}, {}, {}
+        self.held = {}  # (member loop, region) -> the value the region holds there
+        self.hoisted = []  # the entry block's operations on values of the whole run
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
@@ -96,10 +100,26 @@ class Emitter(Context):
         self.count += 1
         return f"{stem}{self.count}"
 
-    def new(self, rhs: str, dtype) -> Sym:
+    def new(self, rhs: str, dtype, of=None) -> Sym:
+        """``rhs`` as a new value. ``of``: the operands of a pure operation; when every one is
+        the same for the whole run (:data:`ENTRY`), the operation goes to the entry block
+        (once per call, not once per member and step) and so does its value."""
+        if of is not None and all(not is_sym(a) or a.seg == ENTRY for a in of):
+            s = Sym(f"%{self.fresh()}", dtype, ENTRY)
+            self.hoisted.append(f"  {s.name} = {rhs}")
+            return s
         s = Sym(f"%{self.fresh()}", dtype, self.segment)
         self.emit(f"{s.name} = {rhs}")
         return s
+
+    def entry(self, values) -> None:
+        """Mark ``values`` (object arrays of values loaded in the entry block) as the same for the
+        whole run, and put the operations hoisted out of the loops here."""
+        for v in values:
+            for x in np.ravel(v):
+                if is_sym(x):
+                    x.seg = ENTRY
+        self.lines.append(("hoisted", None))
 
     def slot(self, dtype) -> str:
         """A stack slot of ``dtype`` (in the entry block), its address."""
@@ -123,7 +143,7 @@ class Emitter(Context):
         """``fn`` (a libm function or an ``llvm.`` intrinsic) of ``args``, all of ``dt``."""
         t, r = llvm_type(dt), llvm_type(ret or dt)
         self.decls.add(f"declare {r} @{fn}({', '.join([t] * len(args))})")
-        return self.new(f"call {r} @{fn}({', '.join(f'{t} {self.ref(a, dt)}' for a in args)})", ret or dt)
+        return self.new(f"call {r} @{fn}({', '.join(f'{t} {self.ref(a, dt)}' for a in args)})", ret or dt, args)
 
     # ----------------------------------------------------------------------- member loops
 
@@ -158,10 +178,22 @@ class Emitter(Context):
 
     def get(self, regions, avals) -> list:
         """This member's values in ``regions`` (object arrays of region indices)."""
-        return self.each(avals, lambda k, a, i: self.load(self.element(regions[k][i], a.dtype), a.dtype, array=True))
+        def one(k, a, i):
+            v = self.held[self.segment, regions[k][i]] = self.load(self.element(regions[k][i], a.dtype), a.dtype,
+                                                                    array=True)
+            return v
+        return self.each(avals, one)
 
     def put(self, regions, values, avals) -> None:
-        self.store_each(lambda k, i: self.element(regions[k][i], avals[k].dtype), values, avals, array=True)
+        """``values`` into ``regions``, except where a region already holds that very value in this
+        member loop (a statistic that an explicit step leaves alone is neither loaded nor stored)."""
+        for k, (v, a) in enumerate(zip(values, avals)):
+            e = self.entries(v, a.shape)
+            for i in np.ndindex(a.shape):
+                key = (self.segment, regions[k][i])
+                if self.held.get(key) is not e[i]:
+                    self.store(e[i], self.element(regions[k][i], a.dtype), a.dtype, array=True)
+                    self.held[key] = e[i]
 
     def new_regions(self, avals) -> list:
         return self.each(avals, lambda k, a, i: self.region())
@@ -169,7 +201,7 @@ class Emitter(Context):
     def here(self, x):
         """``x`` usable in the current member loop: a value of an earlier one is stored to the
         scratch at the end of that loop and loaded at the top of this one."""
-        if not is_sym(x) or x.seg is None or x.seg == self.segment:
+        if not is_sym(x) or x.seg is None or x.seg == ENTRY or x.seg == self.segment:
             return x
         key = (x.name, self.segment)
         if key not in self.reloaded:
@@ -235,7 +267,7 @@ class Emitter(Context):
         out = []
         for line in self.lines:
             if isinstance(line, tuple):
-                out += (self.reloads if line[0] == "reload" else self.spills)[line[1]]
+                out += self.hoisted if line[0] == "hoisted" else (self.reloads if line[0] == "reload" else self.spills)[line[1]]
             else:
                 out.append(line)
         return out

@@ -36,14 +36,19 @@ class IR(Emitter):
 
     control = CONTROL
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.negated: dict = {}  # the name of an fneg's result -> its operand
+        self.finite: dict = {}  # an is_finite result (or a conjunction of them) -> its sum of x − x
+
     # ----------------------------------------------------------------------- operations
 
     def op(self, instr: str, a, b, dt, out=None) -> Sym:
-        return self.new(f"{instr} {llvm_type(dt)} {self.ref(a, dt)}, {self.ref(b, dt)}", out or dt)
+        return self.new(f"{instr} {llvm_type(dt)} {self.ref(a, dt)}, {self.ref(b, dt)}", out or dt, (a, b))
 
     def select(self, p, a, b, dt) -> Sym:
         t = llvm_type(dt)
-        return self.new(f"select i1 {self.ref(p, np.bool_)}, {t} {self.ref(a, dt)}, {t} {self.ref(b, dt)}", dt)
+        return self.new(f"select i1 {self.ref(p, np.bool_)}, {t} {self.ref(a, dt)}, {t} {self.ref(b, dt)}", dt, (p, a, b))
 
     def bind(self, prim, args, params):
         name = prim.name
@@ -70,6 +75,12 @@ class IR(Emitter):
         same = _identity(name, a, dt)
         if same is not None:
             return same
+        if name == "mul" and flt:  # (−1)·y = −y and (−x)·y = −(x·y) to the bit: the product is shared with x·y
+            for x, y in ((a[0], a[1]), (a[1], a[0])):
+                if _is(x, -1.0):
+                    return self._scalar("neg", [y], dts, {})
+                if is_sym(x) and x.name in self.negated:
+                    return self._scalar("neg", [self.op("fmul", self.negated[x.name], y, dt)], dts, {})
         if name in ("add", "add_any", "sub", "mul") and not boolean:
             return self.op(("f" if flt else "") + {"add_any": "add"}.get(name, name), a[0], a[1], dt)
         if name in ("div", "rem") and flt:
@@ -90,7 +101,13 @@ class IR(Emitter):
             return self.select(self.op(f"icmp {pre}{'gt' if name == 'max' else 'lt'}", a[0], a[1], dt, np.bool_),
                                a[0], a[1], dt)
         if name == "neg":
-            return self.new(f"fneg {llvm_type(dt)} {self.ref(a[0], dt)}", dt) if flt else self.op("sub", 0, a[0], dt)
+            if not flt:
+                return self.op("sub", 0, a[0], dt)
+            if is_sym(a[0]) and a[0].name in self.negated:
+                return self.negated[a[0].name]
+            out = self.new(f"fneg {llvm_type(dt)} {self.ref(a[0], dt)}", dt, a)
+            self.negated[out.name] = a[0]
+            return out
         if name == "abs":
             if flt:
                 return self.call(f"llvm.fabs.{_suffix(dt)}", [a[0]], dt)
@@ -99,14 +116,18 @@ class IR(Emitter):
             if flt:  # keeps ±0 and NaN
                 neg = self.select(self.op("fcmp olt", a[0], 0.0, dt, np.bool_), -1.0, a[0], dt)
                 return self.select(self.op("fcmp ogt", a[0], 0.0, dt, np.bool_), 1.0, neg, dt)
-            pos = self.new(f"zext i1 {self.op('icmp sgt', a[0], 0, dt, np.bool_).name} to {llvm_type(dt)}", dt)
-            neg = self.new(f"zext i1 {self.op('icmp slt', a[0], 0, dt, np.bool_).name} to {llvm_type(dt)}", dt)
+            pos, neg = (self.op(f"icmp s{c}", a[0], 0, dt, np.bool_) for c in ("gt", "lt"))
+            pos, neg = (self.new(f"zext i1 {x.name} to {llvm_type(dt)}", dt, (x,)) for x in (pos, neg))
             return self.op("sub", pos, neg, dt)
         if name in _FCMP:
             if flt:
                 return self.op(f"fcmp {_FCMP[name]}", a[0], a[1], dt, np.bool_)
             cmp = _ICMP[name] if not (uns or boolean) or name in ("eq", "ne") else "u" + _ICMP[name][1:]
             return self.op(f"icmp {cmp}", a[0], a[1], dt, np.bool_)
+        tests = [self.finite.get(x.name) if is_sym(x) else None for x in a]
+        if name == "and" and boolean and None not in tests and tests[0].dtype == tests[1].dtype:
+            # a conjunction of finiteness tests: the sum of their x − x (0, or NaN for an inf or NaN x) is not NaN
+            return self._all_finite(self.op("fadd", tests[0], tests[1], tests[0].dtype))
         if name in ("and", "or", "xor") and not flt:
             return self.op(name, a[0], a[1], dt)
         if name == "not" and not flt:
@@ -141,7 +162,7 @@ class IR(Emitter):
 
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":
-            return self.op("fcmp one", self.call(f"llvm.fabs.{_suffix(dt)}", [a[0]], dt), np.inf, dt, np.bool_)
+            return self._all_finite(self.op("fsub", a[0], a[0], dt))
         if name in _INTRINSIC:
             return self.call(f"llvm.{_INTRINSIC[name]}.{_suffix(dt)}", [a[0]], dt)
         if name in _LIBM:
@@ -152,12 +173,18 @@ class IR(Emitter):
             y = a[1] if dtype_of(a[1]) == dt else self.cast(a[1], dt)
             return self.call(name + ("f" if dt == np.float32 else ""), [a[0], y], dt)
         if name == "logistic":
-            e = self.call("exp" + ("f" if dt == np.float32 else ""), [self.new(f"fneg {llvm_type(dt)} {self.ref(a[0])}", dt)], dt)
+            e = self.call("exp" + ("f" if dt == np.float32 else ""), [self._scalar("neg", a, [dt], {})], dt)
             return self.op("fdiv", 1.0, self.op("fadd", 1.0, e, dt), dt)
         if name == "round":
             how = "roundeven" if int(params["rounding_method"]) == 1 else "round"
             return self.call(f"llvm.{how}.{_suffix(dt)}", [a[0]], dt)
         raise Unfusable(f"primitive {name!r}")
+
+    def _all_finite(self, s: Sym) -> Sym:
+        """``s`` (a sum of ``x − x`` terms) is not NaN: every ``x`` is finite."""
+        out = self.op("fcmp ord", s, 0.0, s.dtype, np.bool_)
+        self.finite[out.name] = s
+        return out
 
     def binary(self, op: Callable, a, b):
         if op not in _BINARY:
@@ -176,17 +203,17 @@ class IR(Emitter):
         if dtype == np.bool_:
             return self.op("fcmp une" if src.kind == "f" else "icmp ne", x, 0, src, np.bool_)
         if src.kind == "f" and dtype.kind == "f":
-            return self.new(f"{'fpext' if dtype.itemsize > src.itemsize else 'fptrunc'} {s} {x.name} to {t}", dtype)
+            return self.new(f"{'fpext' if dtype.itemsize > src.itemsize else 'fptrunc'} {s} {x.name} to {t}", dtype, (x,))
         if src.kind == "f":  # saturating, NaN to 0 (XLA's conversion)
             how = "fptoui" if dtype.kind == "u" else "fptosi"
             return self.call(f"llvm.{how}.sat.{t}.{_suffix(src)}", [x], src, dtype)
         if dtype.kind == "f":
-            return self.new(f"{'uitofp' if src.kind in 'ub' else 'sitofp'} {s} {x.name} to {t}", dtype)
+            return self.new(f"{'uitofp' if src.kind in 'ub' else 'sitofp'} {s} {x.name} to {t}", dtype, (x,))
         if s == t:
-            return Sym(x.name, dtype)
+            return Sym(x.name, dtype, x.seg)
         if dtype.itemsize < src.itemsize:
-            return self.new(f"trunc {s} {x.name} to {t}", dtype)
-        return self.new(f"{'zext' if src.kind in 'ub' else 'sext'} {s} {x.name} to {t}", dtype)
+            return self.new(f"trunc {s} {x.name} to {t}", dtype, (x,))
+        return self.new(f"{'zext' if src.kind in 'ub' else 'sext'} {s} {x.name} to {t}", dtype, (x,))
 
 def _is(x, value) -> bool:
     """Whether ``x`` is the constant ``value`` (with its sign, for a float zero)."""

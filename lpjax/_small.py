@@ -117,9 +117,20 @@ def bilinear(C: np.ndarray, u: Vec, v: Vec) -> Vec:
     return out
 
 
-def vee(X: Mat, vee_map: np.ndarray) -> Vec:
-    """Coordinates ``X.ravel() @ vee_map`` for a constant NumPy ``vee_map`` (n·n, d)."""
+def vee(X: Mat, vee_map: np.ndarray, skew: bool = False) -> Vec:
+    """Coordinates ``X.ravel() @ vee_map`` for a constant NumPy ``vee_map`` (n·n, d).
+
+    ``skew=True`` is for an ``X`` that is skew to the bit (``X[b][a]`` computed as ``−X[a][b]``
+    or by the same operations in mirrored order, as :func:`hat`, :func:`wedge` and
+    :func:`lin` of such matrices give it): the coordinates are then read from the upper
+    triangle alone, ``Σ_{a<b} (V[ab] − V[ba]) X[a][b]``, which for a ±½ projection is the
+    same number with no arithmetic, and the lower entries are never needed."""
     n = len(X)
+    if skew:
+        V = vee_map.reshape(n, n, -1)
+        coef = {(a, b): V[a, b] - V[b, a] for a in range(n) for b in range(a + 1, n)}
+        return [_dot([_scaled(float(c[i]), X[a][b]) for (a, b), c in coef.items() if c[i] != 0.0])
+                for i in range(vee_map.shape[1])]
     flat = [X[a][b] for a in range(n) for b in range(n)]
     return [_dot([_scaled(float(vee_map[k, i]), flat[k]) for k in np.flatnonzero(vee_map[:, i])]) for i in range(vee_map.shape[1])]
 
@@ -245,13 +256,19 @@ def cayley(X: Mat) -> Mat:
     n = len(X)
     if n == 3:
         X2 = mm(X, X)
-        c = 2.0 / (1.0 - 0.5 * (X2[0][0] + X2[1][1] + X2[2][2]))
+        c = _cayley_scale(X)
         return [[(1.0 if i == j else 0.0) + c * (X[i][j] + X2[i][j]) for j in range(n)] for i in range(n)]
     Xa = stack_matrix(X)
     eye = jnp.broadcast_to(jnp.eye(n, dtype=Xa.dtype), Xa.shape)
     if n > _UNROLL_SOLVE:  # the unrolled elimination grows as n³ in code size and compile time
         return unstack_matrix(eye + 2.0 * jnp.linalg.solve(eye - Xa, Xa))
     return unstack_matrix(eye + 2.0 * gauss_jordan(eye - Xa, Xa))
+
+
+def _cayley_scale(X: Mat):
+    """``2/(1 − ½tr X²)`` for a 3 × 3 ``X``. (Written as ``1 + Σ_{i<j} X_ij²`` for a skew ``X`` it
+    saves three products, but XLA:CPU then rounds it differently for different batch shapes.)"""
+    return 2.0 / (1.0 - 0.5 * _dot([_mul(X[i][k], X[k][i]) for i in range(3) for k in range(3)]))
 
 
 def cayley_apply(X: Mat, v: Vec) -> Vec:
@@ -262,7 +279,7 @@ def cayley_apply(X: Mat, v: Vec) -> Vec:
         return mv(cayley(X), v)
     Xv = mv(X, v)
     XXv = mv(X, Xv)
-    c = 2.0 / (1.0 - 0.5 * _dot([_mul(X[i][k], X[k][i]) for i in range(3) for k in range(3)]))
+    c = _cayley_scale(X)
     return [v[i] + c * (Xv[i] + XXv[i]) for i in range(3)]
 
 

@@ -267,7 +267,19 @@ def trace_member(fn: Callable, *avals) -> tuple:
     closed, out = trace(fn, *avals)
     if any(isinstance(c, jax.core.Tracer) for c in closed.consts):
         raise Unfusable("the member program closes over traced values")
-    return closed, out
+    return _without_dead_code(closed), out
+
+
+def _without_dead_code(closed):
+    """``closed`` with the equations that no output needs removed, inside loops too (a loop
+    carry that nothing reads, such as the stop flag of a fixed-iteration solve): JAX's own
+    dead-code elimination, which keeps every input."""
+    try:
+        from jax._src.interpreters.partial_eval import dce_jaxpr
+    except ImportError:  # a JAX without it: the code runs as traced
+        return closed
+    jaxpr, _ = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars), instantiate=True)
+    return jcore.ClosedJaxpr(jaxpr, closed.consts)
 
 
 def _broadcast_prefix(prefix, tree) -> list:

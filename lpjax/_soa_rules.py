@@ -187,8 +187,19 @@ def _reduce(ctx: Context, eqn, vals):
     op = _REDUCERS[eqn.primitive.name]
     out = np.empty(e.shape[:-1], object)
     for i in np.ndindex(out.shape):
-        out[i] = functools.reduce(lambda a, b: ctx.binary(op, a, b), list(e[i]))
+        exact = op in (lax.bitwise_and, lax.bitwise_or) or np.dtype(aval.dtype).kind in "iub"
+        out[i] = _pairwise(ctx, op, list(e[i])) if exact else functools.reduce(lambda a, b: ctx.binary(op, a, b), list(e[i]))
     return [out]
+
+
+
+def _pairwise(ctx: Context, op, xs: list):
+    """``op`` over ``xs`` as a balanced tree (depth log₂ n rather than n: shorter dependency
+    chains), for operations whose result does not depend on the order: logical ones, and any
+    on integers."""
+    while len(xs) > 1:
+        xs = [ctx.binary(op, xs[k], xs[k + 1]) if k + 1 < len(xs) else xs[k] for k in range(0, len(xs), 2)]
+    return xs[0]
 
 
 def _dot_general(ctx: Context, eqn, vals):

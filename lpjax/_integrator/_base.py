@@ -34,14 +34,18 @@ class RESULTS(eqx.Enumeration):
 
 
 class StepInfo(eqx.Module):
-    """Per-step solver statistics: final residual norm and iterations to reach ``tol``."""
+    """Per-step solver statistics: final residual norm and iterations to reach ``tol``.
+
+    ``explicit_step`` (static) marks the statistics of a step without a solve (both zero, known
+    at trace time), which the running statistics skip: no work per step for them."""
 
     residual: Scalar
     iterations: Int[Array, ""]
+    explicit_step: bool = eqx.field(static=True, default=False)
 
     @classmethod
     def explicit(cls, dtype) -> "StepInfo":
-        return cls(jnp.zeros((), dtype), jnp.zeros((), jnp.int32))
+        return cls(jnp.zeros((), dtype), jnp.zeros((), jnp.int32), True)
 
 
 class AbstractIntegrator(eqx.Module):

@@ -23,7 +23,7 @@ def _legendre_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
     f = sm.cayley(sm.hat(sm.unstack(x), algebra.matrix_basis))
     n = len(f)
     R = [[f[i][j] * lam[j] - lam[i] * f[j][i] for j in range(n)] for i in range(n)]
-    return sm.stack(sm.vee(R, algebra.vee_matrix)) - dtM
+    return sm.stack(sm.vee(R, algebra.vee_matrix, skew=True)) - dtM  # R[j][i] = −R[i][j] to the bit
 
 
 @final

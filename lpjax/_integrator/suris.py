@@ -69,8 +69,9 @@ class SurisLagrangeTop(AbstractGroupMap):
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         h = system.hamiltonian
         g, m, a = _split(system, y)
-        if h.frame == "rest":
-            m1 = sm.lin(1.0, m, dt, sm.wedge(a, sm.unstack(h.gravity)))
+        if h.frame == "rest":  # m_{k+1} in coordinates (a ∧ p is skew to the bit), then its matrix
+            m1c = sm.lin(1.0, sm.unstack(y[: g.dim]), dt, sm.vee(sm.wedge(a, sm.unstack(h.gravity)), g.vee_matrix, skew=True))
+            m1 = sm.hat(m1c, g.matrix_basis)
             a1 = sm.cayley_apply(sm.lin(0.5 * dt, m1), a)
             norm = jnp.sqrt(sm.dot(a, a))
             W = _invert_legendre(m1, [ai / norm for ai in a], h.alpha, dt)  # w_k of (6.11)
@@ -79,8 +80,8 @@ class SurisLagrangeTop(AbstractGroupMap):
             W = _invert_legendre(m, A, h.alpha, dt)
             WT = sm.transpose(W)
             a1 = sm.mv(WT, a)
-            m1 = sm.lin(1.0, sm.mm(sm.mm(WT, m), W), dt, sm.wedge(A, a1))
-        y1 = sm.stack(sm.vee(m1, g.vee_matrix) + a1)
+            m1c = sm.vee(sm.lin(1.0, sm.mm(sm.mm(WT, m), W), dt, sm.wedge(A, a1)), g.vee_matrix)
+        y1 = sm.stack(m1c + a1)
         return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)
 
 
@@ -121,5 +122,5 @@ class SurisClebsch(AbstractGroupMap):
         BP = [b * p for b, p in zip(sm.unstack(system.hamiltonian.B), P)]
         m1 = sm.lin(1.0, m, dt / (1 + 0.25 * dt**2 * sm.dot(P, BP)), sm.wedge(P, BP))
         W = sm.cayley(sm.lin(0.5 * dt, m1))
-        y1 = sm.stack(sm.vee(m1, g.vee_matrix) + sm.mv(sm.transpose(W), P))
+        y1 = sm.stack(sm.vee(m1, g.vee_matrix, skew=True) + sm.mv(sm.transpose(W), P))
         return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)
