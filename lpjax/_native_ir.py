@@ -177,12 +177,28 @@ class Emitter(Context):
                 self.store(e[i], address(k, i), a.dtype, array)
 
     def get(self, regions, avals) -> list:
-        """This member's values in ``regions`` (object arrays of region indices)."""
+        """This member's values in ``regions`` (object arrays of region indices). Each is frozen
+        (``freeze``: the same value): a select between it and a new value, stored back in its
+        place (a masked ``while``, a running minimum), then stays a select and a store, where
+        x86 code generation would make it a masked store, several times slower on AMD cores."""
         def one(k, a, i):
-            v = self.held[self.segment, regions[k][i]] = self.load(self.element(regions[k][i], a.dtype), a.dtype,
-                                                                    array=True)
+            v = self.held[self.segment, regions[k][i]] = self.fetch(regions[k][i], a.dtype)
             return v
         return self.each(avals, one)
+
+    def fetch(self, region: int, dtype) -> Sym:
+        """This member's value in ``region``, frozen (see :meth:`get`); a flag is kept as an i64
+        (an i8 flag's loads and stores do not vectorize)."""
+        if np.dtype(dtype) == np.bool_:
+            return self.op("icmp ne", self.fetch(region, np.int64), 0, np.int64, np.bool_)
+        loaded = self.load(self.element(region, dtype), dtype, array=True)
+        return self.new(f"freeze {llvm_type(dtype)} {loaded.name}", dtype)
+
+    def keep(self, x, region: int, dtype) -> None:
+        """Store ``x`` as this member's value in ``region`` (see :meth:`fetch`)."""
+        if np.dtype(dtype) == np.bool_:
+            x, dtype = self.cast(x, np.int64), np.int64
+        self.store(x, self.element(region, dtype), dtype, array=True)
 
     def put(self, regions, values, avals) -> None:
         """``values`` into ``regions``, except where a region already holds that very value in this
@@ -192,7 +208,7 @@ class Emitter(Context):
             for i in np.ndindex(a.shape):
                 key = (self.segment, regions[k][i])
                 if self.held.get(key) is not e[i]:
-                    self.store(e[i], self.element(regions[k][i], a.dtype), a.dtype, array=True)
+                    self.keep(e[i], regions[k][i], a.dtype)
                     self.held[key] = e[i]
 
     def new_regions(self, avals) -> list:

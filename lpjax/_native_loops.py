@@ -102,7 +102,7 @@ def _masked_while(ctx, init, avals, cond, body):
 
     def flagged(carry):  # the member's flag for the next pass, and the chunk's "any"
         go = cond(carry)
-        ctx.store(go, ctx.element(flag, bool_), bool_, array=True)
+        ctx.keep(go, flag, bool_)
         ctx.store(ctx.op("or", ctx.load(anyone, bool_), go, bool_), anyone, bool_)
 
     ctx.store(False, anyone, bool_)
@@ -117,7 +117,7 @@ def _masked_while(ctx, init, avals, cond, body):
 
     def one_pass():
         carry = ctx.get(regions, avals)
-        go = ctx.load(ctx.element(flag, bool_), bool_, array=True)
+        go = ctx.fetch(flag, bool_)
         new = body(carry)
         kept = []
         for n, c, a in zip(new, carry, avals):

@@ -256,7 +256,7 @@ def cayley(X: Mat) -> Mat:
     n = len(X)
     if n == 3:
         X2 = mm(X, X)
-        c = _cayley_scale(X)
+        c = 2.0 / (1.0 - 0.5 * (X2[0][0] + X2[1][1] + X2[2][2]))
         return [[(1.0 if i == j else 0.0) + c * (X[i][j] + X2[i][j]) for j in range(n)] for i in range(n)]
     Xa = stack_matrix(X)
     eye = jnp.broadcast_to(jnp.eye(n, dtype=Xa.dtype), Xa.shape)
@@ -265,21 +265,16 @@ def cayley(X: Mat) -> Mat:
     return unstack_matrix(eye + 2.0 * gauss_jordan(eye - Xa, Xa))
 
 
-def _cayley_scale(X: Mat):
-    """``2/(1 − ½tr X²)`` for a 3 × 3 ``X``. (Written as ``1 + Σ_{i<j} X_ij²`` for a skew ``X`` it
-    saves three products, but XLA:CPU then rounds it differently for different batch shapes.)"""
-    return 2.0 / (1.0 - 0.5 * _dot([_mul(X[i][k], X[k][i]) for i in range(3) for k in range(3)]))
-
-
 def cayley_apply(X: Mat, v: Vec) -> Vec:
-    """``cay(X) v`` for skew X: ``v + c (Xv + X(Xv))`` with ``c = 2/(1 − ½tr X²)`` for n = 3
-    (two matrix-vector products instead of :func:`cayley`'s matrix square), else
+    """``cay(X) v`` for skew X: ``v + c (Xv + X(Xv))`` with ``c = 2/(1 − ½tr X²)
+    = 2/(1 + Σ_{i<j} X_ij²)`` for n = 3 (two matrix-vector products instead of :func:`cayley`'s
+    matrix square, and three squares for the trace), else
     ``mv(cayley(X), v)``."""
     if len(X) != 3:
         return mv(cayley(X), v)
     Xv = mv(X, v)
     XXv = mv(X, Xv)
-    c = _cayley_scale(X)
+    c = 2.0 / (1.0 + _dot([_mul(X[i][j], X[i][j]) for i in range(3) for j in range(i + 1, 3)]))
     return [v[i] + c * (Xv[i] + XXv[i]) for i in range(3)]
 
 
