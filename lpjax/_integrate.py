@@ -75,18 +75,13 @@ class _Carry(eqx.Module):
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
         failed = result != RESULTS.successful
         count = self.num_failed.dtype
-        if info.explicit_step:  # zero residual and iterations: the running statistics stay as they are
-            return _Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result),
-                          self.max_residual, self.max_iterations, self.total_iterations,
-                          self.num_failed + failed.astype(count))
-        return _Carry(
-            state,
-            RESULTS.where(self.result == RESULTS.successful, result, self.result),
-            jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
-            jnp.maximum(self.max_iterations, info.iterations.astype(count)),
-            self.total_iterations + info.iterations.astype(count),
-            self.num_failed + failed.astype(count),
-        )
+        stats = (self.max_residual, self.max_iterations, self.total_iterations)
+        if not info.explicit_step:  # (an explicit step's zeros leave them as they are)
+            stats = (jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
+                     jnp.maximum(self.max_iterations, info.iterations.astype(count)),
+                     self.total_iterations + info.iterations.astype(count))
+        return _Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result), *stats,
+                      self.num_failed + failed.astype(count))
 
 
 _MAX_STEPS_INT32 = 2**31 - 1

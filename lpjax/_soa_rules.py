@@ -185,12 +185,11 @@ def _reduce(ctx: Context, eqn, vals):
     if e.shape[-1] == 0:
         raise Unfusable(f"{eqn.primitive.name} over an empty axis")
     op = _REDUCERS[eqn.primitive.name]
+    exact = op in (lax.bitwise_and, lax.bitwise_or) or np.dtype(aval.dtype).kind in "iub"
     out = np.empty(e.shape[:-1], object)
     for i in np.ndindex(out.shape):
-        exact = op in (lax.bitwise_and, lax.bitwise_or) or np.dtype(aval.dtype).kind in "iub"
         out[i] = _pairwise(ctx, op, list(e[i])) if exact else functools.reduce(lambda a, b: ctx.binary(op, a, b), list(e[i]))
     return [out]
-
 
 
 def _pairwise(ctx: Context, op, xs: list):

@@ -53,10 +53,11 @@ CASES = [
 
 
 def _assert_equal_runs(got, ref):
-    """States and observables to 1e-13 scaled by their size, NaNs in the same places, result
-    codes and iteration statistics equal."""
+    """States and observables to 1e-13 scaled by the size of their finite entries, NaNs and
+    infs in the same places, result codes and iteration statistics equal."""
     for a, b in ((got.final_state, ref.final_state), (got.observables["casimirs"], ref.observables["casimirs"])):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * max(1.0, float(np.nanmax(np.abs(b)))))
+        scale = float(np.max(np.abs(b[np.isfinite(b)]), initial=1.0))
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * scale)
         assert np.array_equal(np.isnan(a), np.isnan(b))
     np.testing.assert_array_equal(got.result, ref.result)
     for k in ("max_iterations", "num_failed_steps"):
@@ -81,6 +82,19 @@ def test_native_kernel_equals_the_scan(name, system, method, y0s):
 
 def RESULT(sol, k):
     return sol.result_names[int(sol.result[k])]
+
+
+@pytest.mark.parametrize("name, system, method, y0s", [CASES[0], CASES[8]], ids=["Suris rest", "RK4"])
+def test_a_member_that_overflows_mid_run(name, system, method, y0s):
+    """A member whose state overflows to inf (then NaN) during the run fails with
+    nonfinite_state after the same number of failed steps as under the scan: the native
+    kernel's finiteness test (a sum of x − x) sees inf as well as NaN."""
+    y0s = np.array(y0s, dtype=float)
+    y0s[3, :3] = 1e200 if name == "Suris rest" else 1e160
+    ref = lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="scan", **KW)
+    assert ref.failed.tolist() == [3] and RESULT(ref, 3) == "nonfinite_state"
+    assert 0 < ref.stats["num_failed_steps"][3] <= 12
+    _assert_equal_runs(lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW), ref)
 
 
 def test_systems_batched_over_parameters():
