@@ -348,11 +348,10 @@ def ensemble(
 
     def compute(k: int):
         lo, hi = k * chunk, min(N, (k + 1) * chunk)
-        native = kernel == "native"  # any number of members, written straight into the result's arrays
-        idx = slice(lo, hi) if hi - lo == padded or native else lo + np.arange(padded) % (hi - lo)  # pad: own members
+        idx = slice(lo, hi) if hi - lo == padded or kernel == "native" else lo + np.arange(padded) % (hi - lo)  # pad: own members
         dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
-        outs = fn.host(y0s[idx], dyn_k, arrays and {k: a[idx] for k, a in arrays.items()}) if native else _run_chunk(
-            fn, jnp.asarray(y0s[idx]), dyn_k, devices)
+        outs = (fn.host(y0s[idx], dyn_k, arrays and {k: a[idx] for k, a in arrays.items()}) if kernel == "native"
+                else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices))  # native: into the result's arrays
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
     member0 = _first_member(system) if batched else system
@@ -385,7 +384,8 @@ def ensemble(
                 store.write(name, lo, a)
             elif not np.may_share_memory(dst := arrays[name][lo : lo + a.shape[0]], a):  # the native kernel wrote it
                 dst[...] = a
-        store is not None and store.mark_done(k)
+        if store is not None:
+            store.mark_done(k)
 
     todo = [k for k in range(n_chunks) if store is None or not store.done[k]]
     show = sys.stderr.isatty() if progress is None else bool(progress)
