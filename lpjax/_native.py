@@ -25,7 +25,12 @@ host CPU (LLVM's ``O3`` pipeline with its loop vectorizer) into one function, ``
   not batched) hoisted to the entry block; a carry entry that a step leaves as it is (the
   statistics of an explicit step) neither loaded nor stored; ``(−x)·y`` written as ``−(x·y)`` so
   that the product is shared with ``x·y`` (a skew matrix's two triangles); and a conjunction of
-  finiteness tests as one test that the sum of the ``x − x`` is not NaN. Each is exact.
+  finiteness tests as one test that the sum of the ``x − x`` is not NaN. Each is exact;
+* an explicit step (no loops) runs speculatively between saves (:func:`_speculated`): its
+  finiteness tests taken as passed, so that the result code and the failed-step count are
+  neither loaded nor stored, while the tested values are summed; a chunk whose sum is not
+  finite runs those steps again as written, from a copy of its carry. Exact as well (Suris on
+  the rest-frame top: the kernel 1.1× faster on 2 threads, 1.2× on one, measured).
 
 Every member runs the same instructions whatever its chunk and thread, without reassociation
 or contraction (no fast-math flags; a vector lane computes what the scalar code does), so
@@ -56,6 +61,7 @@ import jax
 import numpy as np
 
 from ._native_ir import Sym, lit, llvm_type
+from ._native_loops import uses
 from ._native_rules import IR
 from ._soa import Unfusable, evaluate, member_avals, trace_member
 
@@ -63,6 +69,7 @@ __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "
 
 CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 THREADS = None  # threads over the chunks (None: one per core)
+SPECULATE_EVERY = 4  # steps between saves, at least, for an explicit step to run speculatively
 SPLIT = True  # loops at the top of the member program run as passes over the chunk (masked for while)
 MAX_LINES = 200_000  # instructions; LLVM compiles ~10⁴ a second: larger programs run on the scan
 _loaded: dict = {}
@@ -138,6 +145,43 @@ def _write(ctx: IR, values, bases, sizes, save=None, saves: int = 1) -> None:
         k += size
 
 
+def _speculates(step, save_every: int) -> bool:
+    """Whether the steps between saves run speculatively (see :func:`_speculated`): a step
+    without loops (an explicit method) that tests finiteness, and saves at least
+    :data:`SPECULATE_EVERY` steps apart (the carry is copied once per save)."""
+    return save_every >= SPECULATE_EVERY and uses(step, ("is_finite",)) and not uses(step, ("while", "scan"))
+
+
+def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> None:
+    """``steps()`` with every finiteness test of the step taken as passed, which leaves the result
+    code and the failed-step count alone without loading or storing them, while the tested values
+    are summed over the chunk's members and steps (``fadd reassoc``: the sum vectorizes; whether it
+    is finite does not depend on the order). If the sum is not finite (an inf or NaN was tested,
+    or the sum overflowed), the chunk's carry goes back to its copy from before the steps, and the
+    steps run again as written; that chunk then runs as written to the end (``speculate``, a flag
+    slot, is cleared). A chunk's results are therefore those of the steps as written."""
+    saved, acc = ctx.new_regions(carry_avals), ctx.slot(dtype)
+    tag = ctx.fresh("S")
+    ctx.emit(f"br i1 {ctx.load(speculate, np.bool_).name}, label %{tag}f, label %{tag}e")
+    ctx.label(f"{tag}f")
+    ctx.members(lambda: ctx.put(saved, ctx.get(carry, carry_avals), carry_avals))
+    ctx.store(np.zeros((), dtype), acc, dtype)
+    ctx.speculate = (acc, np.dtype(dtype))
+    steps()
+    ctx.speculate = None
+    total = ctx.load(acc, dtype)
+    bad = ctx.op("fcmp uno", ctx.op("fsub", total, total, dtype), 0.0, dtype, np.bool_)
+    ctx.emit(f"br i1 {bad.name}, label %{tag}r, label %{tag}x")
+    ctx.label(f"{tag}r")
+    ctx.store(False, speculate, np.bool_)
+    ctx.members(lambda: ctx.put(carry, ctx.get(saved, carry_avals), carry_avals))
+    ctx.emit(f"br label %{tag}e")
+    ctx.label(f"{tag}e")
+    steps()
+    ctx.emit(f"br label %{tag}x")
+    ctx.label(f"{tag}x")
+
+
 def _flush_denormals(ctx: IR) -> tuple[list, list]:
     """Instructions that set the x86 control register to flush denormal results and inputs to
     zero (as XLA:CPU runs), and that restore it."""
@@ -192,14 +236,23 @@ def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bo
     def observe(s):
         _write(ctx, piece("observe", inputs()), O, obs_sizes, ctx.op("add", s, 1, _I64), n_save + 1)
 
+    def steps():
+        ctx.counted(save_every, lambda _: ctx.members(step))
+
+    speculate = ctx.slot(np.bool_) if _speculates(pieces["step"].jaxpr, save_every) else None
+
     def run(c):  # the chunk starting at member lo0 + c · chunk
         ctx.emit(f"%lo = add i64 %lo0, {lit(ctx.op('mul', c, chunk, _I64))}")
         ctx.emit("%left = sub i64 %hi0, %lo")
         ctx.emit(f"%short = icmp slt i64 %left, {chunk}")
         ctx.emit(f"%n = select i1 %short, i64 %left, i64 {chunk}")
         ctx.members(init)
-        ctx.counted(n_save, lambda s: (ctx.counted(save_every, lambda _: ctx.members(step)),
-                                       ctx.members(functools.partial(observe, s))))
+        if speculate is None:
+            ctx.counted(n_save, lambda s: (steps(), ctx.members(functools.partial(observe, s))))
+        else:
+            ctx.store(True, speculate, np.bool_)
+            ctx.counted(n_save, lambda s: (_speculated(ctx, steps, carry, carry_avals, avals["y"].dtype, speculate),
+                                           ctx.members(functools.partial(observe, s))))
         ctx.members(lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes))
 
     ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
@@ -341,7 +394,7 @@ def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: 
     mem_avals, dyn_avals = member_avals(mem_leaves, False), member_avals(dyn_leaves, batched)
     static_leaves, static_tree = jax.tree.flatten(mem_static)
     key = (mem_tree, static_tree, tuple(static_leaves), dyn_tree, tuple((a.shape, a.dtype) for a in mem_avals + dyn_avals),
-           d, np.dtype(dtype), n_save, batched, CHUNK, SPLIT)
+           d, np.dtype(dtype), n_save, batched, CHUNK, SPLIT, SPECULATE_EVERY)
     if key not in _programs:
         try:
             _programs[key] = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save,

@@ -12,16 +12,17 @@ from ._native_ir import dtype_of, is_sym, lit, llvm_type
 from ._soa import Unfusable, _scan_operands, evaluate
 from ._soa_rules import _is_entries
 
-__all__ = ["CONTROL"]
+__all__ = ["CONTROL", "uses"]
+
+
+def uses(jaxpr, names) -> bool:
+    """Whether ``jaxpr`` (or a jaxpr inside it) has an equation of a primitive in ``names``."""
+    return any(eqn.primitive.name in names or any(uses(sub, names) for sub in jcore.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
 
 
 def _has_loops(jaxpr) -> bool:
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in ("while", "scan"):
-            return True
-        if any(_has_loops(sub) for sub in jcore.jaxprs_in_params(eqn.params)):
-            return True
-    return False
+    return uses(jaxpr, ("while", "scan"))
 
 
 def _scan(ctx, eqn, vals):

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax import lax
 
-from ._native_ir import Emitter, Sym, dtype_of, is_sym, llvm_type
+from ._native_ir import Emitter, Sym, dtype_of, is_sym, lit, llvm_type
 from ._native_loops import CONTROL
 from ._soa import Unfusable
 
@@ -40,6 +40,9 @@ class IR(Emitter):
         super().__init__(*args, **kwargs)
         self.negated: dict = {}  # the name of an fneg's result -> its operand
         self.finite: dict = {}  # an is_finite result (or a conjunction of them) -> its sum of x − x
+        self.equal: dict = {}  # the name of an integer ``x == k`` (k a constant) -> (x's name, k)
+        self.speculate = None  # (a stack slot, its dtype): is_finite is taken as true, its operands summed there
+        self.tested: list = []  # the operands of those tests, not yet summed
 
     # ----------------------------------------------------------------------- operations
 
@@ -123,7 +126,10 @@ class IR(Emitter):
             if flt:
                 return self.op(f"fcmp {_FCMP[name]}", a[0], a[1], dt, np.bool_)
             cmp = _ICMP[name] if not (uns or boolean) or name in ("eq", "ne") else "u" + _ICMP[name][1:]
-            return self.op(f"icmp {cmp}", a[0], a[1], dt, np.bool_)
+            out = self.op(f"icmp {cmp}", a[0], a[1], dt, np.bool_)
+            if name == "eq" and is_sym(a[0]) and not is_sym(a[1]):
+                self.equal[out.name] = (a[0].name, a[1])
+            return out
         tests = [self.finite.get(x.name) if is_sym(x) else None for x in a]
         if name == "and" and boolean and None not in tests and tests[0].dtype == tests[1].dtype:
             # a conjunction of finiteness tests: the sum of their x − x (0, or NaN for an inf or NaN x) is not NaN
@@ -135,6 +141,9 @@ class IR(Emitter):
         if name == "select_n":
             p, cases = a[0], a[1:]
             if dts[0] == np.bool_:
+                x, k = self.equal.get(p.name, (None, None))
+                if is_sym(cases[0]) and cases[0].name == x and _is(cases[1], k):  # x == k ? k : x is x
+                    return cases[0]
                 return self.select(p, cases[1], cases[0], dt)
             e = cases[-1]
             for k in range(len(cases) - 2, -1, -1):
@@ -162,6 +171,11 @@ class IR(Emitter):
 
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":
+            if self.speculate is not None:  # taken as true; the operand is summed (see lpjax._native._speculated)
+                self.tested.append(self.cast(a[0], self.speculate[1]))
+                if self.level:  # inside a loop of the member loop's body: summed here
+                    self.sum_tested()
+                return np.True_
             return self._all_finite(self.op("fsub", a[0], a[0], dt))
         if name in _INTRINSIC:
             return self.call(f"llvm.{_INTRINSIC[name]}.{_suffix(dt)}", [a[0]], dt)
@@ -179,6 +193,24 @@ class IR(Emitter):
             how = "roundeven" if int(params["rounding_method"]) == 1 else "round"
             return self.call(f"llvm.{how}.{_suffix(dt)}", [a[0]], dt)
         raise Unfusable(f"primitive {name!r}")
+
+    def sum_tested(self) -> None:
+        """Add the operands of the finiteness tests taken as true since the last call (a tree of
+        sums, then one ``fadd reassoc`` into the accumulator, which vectorizes as a reduction)."""
+        terms, self.tested = self.tested, []
+        if not terms:
+            return
+        slot, dt = self.speculate
+        while len(terms) > 1:
+            terms = [self.op("fadd", *terms[k:k + 2], dt) if k + 1 < len(terms) else terms[k]
+                     for k in range(0, len(terms), 2)]
+        self.store(self.new(f"fadd reassoc {llvm_type(dt)} {lit(self.load(slot, dt))}, {self.ref(terms[0], dt)}", dt),
+                   slot, dt)
+
+    def close(self) -> None:
+        if self.speculate is not None:
+            self.sum_tested()
+        super().close()
 
     def _all_finite(self, s: Sym) -> Sym:
         """``s`` (a sum of ``x − x`` terms) is not NaN: every ``x`` is finite."""

@@ -97,6 +97,29 @@ def test_a_member_that_overflows_mid_run(name, system, method, y0s):
     _assert_equal_runs(lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW), ref)
 
 
+def test_speculative_steps_give_the_steps_as_written(monkeypatch):
+    """An explicit step runs with its finiteness tests taken as passed, and a chunk whose tested
+    values were not all finite runs the same steps again as written: the same bits as without
+    speculation, and the scan's codes and counts. RK4 on rigid bodies spun so fast that the
+    map is unstable: one member overflows at the last step of the second save block (5 failed
+    steps), one in the first (10), among healthy members, in chunks of 3."""
+    y0s = np.tile([0.3, 1.0, -0.5], (9, 1))
+    y0s[4] *= 300
+    y0s[7] *= 1000
+    ref = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.02, 12, kernel="scan", **KW)
+    assert ref.failed.tolist() == [4, 7] and ref.stats["num_failed_steps"][[4, 7]].tolist() == [5, 10]
+    monkeypatch.setattr(_native, "CHUNK", 3)
+    runs = {}
+    for every in (4, 10**9):  # speculating, and not
+        monkeypatch.setattr(_native, "SPECULATE_EVERY", every)
+        runs[every] = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.02, 12, kernel="native", **KW)
+    _assert_equal_runs(runs[4], ref)
+    for k in ("final_state", "result"):
+        assert np.array_equal(getattr(runs[4], k), getattr(runs[10**9], k), equal_nan=k == "final_state")
+    assert np.array_equal(runs[4].observables["casimirs"], runs[10**9].observables["casimirs"], equal_nan=True)
+    assert np.array_equal(runs[4].stats["num_failed_steps"], runs[10**9].stats["num_failed_steps"])
+
+
 def test_systems_batched_over_parameters():
     """Members-first system arrays (one rest-frame top per member, its own gravity vector)."""
     p = jnp.asarray(0.5 + RNG.random(size=(40, 3)))
