@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import types
 import warnings
 from typing import Iterator, Optional
 
@@ -20,6 +21,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 __all__ = [
+    "eval_shape_cached",
     "invalid_as_nan",
     "is_traced",
     "positive_int",
@@ -175,3 +177,27 @@ def run_dtype(dtype, x, who: str) -> np.dtype:
 def cast_floats(tree, dtype):
     """Every floating array of ``tree`` (a system, a method) in ``dtype``; the rest unchanged."""
     return jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) and a.dtype != dtype else a, tree)
+
+
+_SHAPES: dict = {}
+
+
+def eval_shape_cached(fn, *args):
+    """``eqx.filter_eval_shape(fn, *args)``, remembered for a plain function ``fn`` (lpjax's
+    own; a callable object, such as a user's observable, is traced every time) by the
+    arguments' structure, static values, shapes and dtypes (and JAX's x64 flag): the abstract
+    trace behind a shape check costs milliseconds, on every call of an ensemble."""
+    if not isinstance(fn, types.FunctionType):
+        return eqx.filter_eval_shape(fn, *args)
+    leaves, tree = jax.tree.flatten(args)
+    key = (fn, tree, jax.config.jax_enable_x64,
+           tuple((x.shape, x.dtype, getattr(x, "weak_type", False)) if eqx.is_array(x) else x for x in leaves))
+    try:
+        out = _SHAPES.get(key)
+    except TypeError:  # an unhashable static value
+        return eqx.filter_eval_shape(fn, *args)
+    if out is None:
+        if len(_SHAPES) >= 256:
+            _SHAPES.clear()
+        out = _SHAPES[key] = eqx.filter_eval_shape(fn, *args)
+    return out

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from ._checks import cast_floats, positive_int, run_dtype
+from ._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
 from ._ensemble_store import (
     RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
     run_settings,
@@ -104,8 +104,7 @@ def _first_member(system):
     return eqx.combine(jax.tree.map(lambda a: a[0], dyn), static)
 
 
-@eqx.filter_jit  # traced once per system structure, method and state shape (ensemble checks every call)
-def _one_step(system, method, y, dt):
+def _one_step(system, method, y, dt):  # traced once per system structure, method and state shape (eval_shape_cached)
     state = method.init(system, y, dt)
     return method.observe(system, method.step(system, state, dt)[0])
 
@@ -122,7 +121,7 @@ def _check_members(system, method, batched: bool, who: str, y_one=None, dt=None)
     def check(s):
         method.check_system(s)
         if y_one is not None:
-            out = eqx.filter_eval_shape(_one_step, s, method, y_one, dt)
+            out = eval_shape_cached(_one_step, s, method, y_one, dt)
             if out.shape != y_one.shape:
                 raise ValueError(f"{who}: one step of {type(method).__name__} maps a state of shape {y_one.shape} to "
                                  f"{out.shape}")
@@ -354,8 +353,7 @@ def ensemble(
                 else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices))  # native: into the result's arrays
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
-    member0 = _first_member(system) if batched else system
-    shapes_probe = jax.eval_shape(lambda y: observe_fn(member0, y), jnp.asarray(y_one))
+    shapes_probe = eval_shape_cached(observe_fn, _first_member(system) if batched else system, jnp.asarray(y_one))
     shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
     shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
     shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in STATS})
@@ -373,7 +371,7 @@ def ensemble(
         store.write("ts", 0, ts)
         arrays = None
     else:
-        arrays = {k: np.zeros(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}
+        arrays = {k: np.empty(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}  # every chunk fills
 
     def save(lo, outs, k):
         y_final, saved, result, stats = outs
@@ -396,13 +394,14 @@ def ensemble(
         if todo:  # the first chunk alone: it compiles
             save(*compute(todo[0]), todo[0])
             bar.update()
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            # each worker saves its own chunk (disjoint slices), so no finished chunk's output is
-            # held in a future: memory stays the output plus one chunk per worker
-            futures = [pool.submit(lambda k: save(*compute(k), k), k) for k in todo[1:]]
-            for fut in concurrent.futures.as_completed(futures):
-                fut.result()
-                bar.update()
+        if todo[1:]:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                # each worker saves its own chunk (disjoint slices), so no finished chunk's output
+                # is held in a future: memory stays the output plus one chunk per worker
+                futures = [pool.submit(lambda k: save(*compute(k), k), k) for k in todo[1:]]
+                for fut in concurrent.futures.as_completed(futures):
+                    fut.result()
+                    bar.update()
 
     if store is not None:
         sol = open_ensemble(store.path)

@@ -4,9 +4,10 @@ programmer writes by hand.
 The member program (``init``, ``step``, ``observe``, ``summary``: the pieces of
 :class:`lpjax._ensemble_kernel._Member`) is traced to jaxprs, and the entrywise evaluator of
 :mod:`lpjax._soa` runs over them with a context (:class:`lpjax._native_rules.IR`) that writes
-LLVM IR: every array value of the member program becomes an object array of scalar SSA
-values, every primitive on them one instruction, data movement with indices known at trace
-time moves names, and constants fold at trace time. llvmlite compiles the module for the
+LLVM IR (:mod:`lpjax._native_source` writes the whole kernel): every array value of the member
+program becomes an object array of scalar SSA values, every primitive on them one
+instruction, data movement with indices known at trace time moves names, and constants fold
+at trace time. llvmlite compiles the module for the
 host CPU (LLVM's ``O3`` pipeline with its loop vectorizer) into one function, ``run_chunks``:
 
 * over cache-sized chunks of :data:`CHUNK` members, spread over a thread pool (the machine
@@ -26,7 +27,7 @@ host CPU (LLVM's ``O3`` pipeline with its loop vectorizer) into one function, ``
   statistics of an explicit step) neither loaded nor stored; ``(−x)·y`` written as ``−(x·y)`` so
   that the product is shared with ``x·y`` (a skew matrix's two triangles); and a conjunction of
   finiteness tests as one test that the sum of the ``x − x`` is not NaN. Each is exact;
-* an explicit step (no loops) runs speculatively between saves (:func:`_speculated`): its
+* an explicit step (no loops) runs speculatively between saves (:mod:`lpjax._native_source`): its
   finiteness tests taken as passed, so that the result code and the failed-step count are
   neither loaded nor stored, while the tested values are summed; a chunk whose sum is not
   finite runs those steps again as written, from a copy of its carry. Exact as well (Suris on
@@ -52,7 +53,6 @@ import concurrent.futures
 import ctypes
 import functools
 import hashlib
-import math
 import os
 import tempfile
 
@@ -60,10 +60,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._native_ir import Sym, lit, llvm_type
-from ._native_loops import uses
-from ._native_rules import IR
-from ._soa import Unfusable, evaluate, member_avals, trace_member
+from ._native_source import source
+from ._soa import Unfusable, member_avals, trace_member
 
 __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
 
@@ -90,178 +88,6 @@ def cache_dir() -> str:
     if not base:
         base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "lpjax")
     return os.path.join(base, "native")
-
-
-# ------------------------------------------------------------------------------- the IR
-
-_I64 = np.dtype(np.int64)
-
-
-def _unflat(flat: list, avals) -> list:
-    """Flat scalars as object arrays of ``avals``' shapes."""
-    out, k = [], 0
-    for a in avals:
-        e = np.empty(a.shape, object)
-        for i in np.ndindex(a.shape):
-            e[i], k = flat[k], k + 1
-        out.append(e)
-    return out
-
-
-def _address(ctx: IR, base: str, index, dtype) -> str:
-    """The address of ``base[index]`` (an i64 operand) of ``dtype``."""
-    return ctx.new(f"getelementptr {llvm_type(dtype)}, ptr {base}, i64 {ctx.ref(index, _I64)}", _I64).name
-
-
-def _index(ctx: IR, size: int, e: int, save=None, saves: int = 1):
-    """The flat index of entry ``e`` of the current member (``lo + i``) in a members-first
-    array of ``size`` entries a member (at save ``save`` of ``saves``, for observables)."""
-    row = ctx.op("add", Sym("%lo", _I64), ctx.i, _I64)
-    if save is not None:
-        row = ctx.op("add", ctx.op("mul", row, saves, _I64), save, _I64)
-    return ctx.op("add", ctx.op("mul", row, size, _I64), e, _I64)
-
-
-def _read(ctx: IR, bases, avals, member: bool = True) -> list:
-    """The entries of arrays (object arrays of ``avals``' shapes): the current member's of
-    members-first arrays, or (``member=False``) shared ones."""
-    out = []
-    for base, a in zip(bases, avals):
-        e, size = np.empty(a.shape, object), math.prod(a.shape)
-        for k, i in enumerate(np.ndindex(a.shape)):
-            at = _index(ctx, size, k) if member else k
-            e[i] = ctx.load(_address(ctx, base, at, a.dtype), a.dtype, array=member)
-        out.append(e)
-    return out
-
-
-def _write(ctx: IR, values, bases, sizes, save=None, saves: int = 1) -> None:
-    """Flat ``(value, dtype)`` pairs into the current member's entries of members-first arrays."""
-    k = 0
-    for base, size in zip(bases, sizes):
-        for e in range(size):
-            x, dt = values[k + e]
-            ctx.store(x, _address(ctx, base, _index(ctx, size, e, save, saves), dt), dt, array=True)
-        k += size
-
-
-def _speculates(step, save_every: int) -> bool:
-    """Whether the steps between saves run speculatively (see :func:`_speculated`): a step
-    without loops (an explicit method) that tests finiteness, and saves at least
-    :data:`SPECULATE_EVERY` steps apart (the carry is copied once per save)."""
-    return save_every >= SPECULATE_EVERY and uses(step, ("is_finite",)) and not uses(step, ("while", "scan"))
-
-
-def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> None:
-    """``steps()`` with every finiteness test of the step taken as passed, which leaves the result
-    code and the failed-step count alone without loading or storing them, while the tested values
-    are summed over the chunk's members and steps (``fadd reassoc``: the sum vectorizes; whether it
-    is finite does not depend on the order). If the sum is not finite (an inf or NaN was tested,
-    or the sum overflowed), the chunk's carry goes back to its copy from before the steps, and the
-    steps run again as written; that chunk then runs as written to the end (``speculate``, a flag
-    slot, is cleared). A chunk's results are therefore those of the steps as written."""
-    saved, acc = ctx.new_regions(carry_avals), ctx.slot(dtype)
-    tag = ctx.fresh("S")
-    ctx.emit(f"br i1 {ctx.load(speculate, np.bool_).name}, label %{tag}f, label %{tag}e")
-    ctx.label(f"{tag}f")
-    ctx.members(lambda: ctx.put(saved, ctx.get(carry, carry_avals), carry_avals))
-    ctx.store(np.zeros((), dtype), acc, dtype)
-    ctx.speculate = (acc, np.dtype(dtype))
-    steps()
-    ctx.speculate = None
-    total = ctx.load(acc, dtype)
-    bad = ctx.op("fcmp uno", ctx.op("fsub", total, total, dtype), 0.0, dtype, np.bool_)
-    ctx.emit(f"br i1 {bad.name}, label %{tag}r, label %{tag}x")
-    ctx.label(f"{tag}r")
-    ctx.store(False, speculate, np.bool_)
-    ctx.members(lambda: ctx.put(carry, ctx.get(saved, carry_avals), carry_avals))
-    ctx.emit(f"br label %{tag}e")
-    ctx.label(f"{tag}e")
-    steps()
-    ctx.emit(f"br label %{tag}x")
-    ctx.label(f"{tag}x")
-
-
-def _flush_denormals(ctx: IR) -> tuple[list, list]:
-    """Instructions that set the x86 control register to flush denormal results and inputs to
-    zero (as XLA:CPU runs), and that restore it."""
-    ctx.decls |= {"declare void @llvm.x86.sse.stmxcsr(ptr)", "declare void @llvm.x86.sse.ldmxcsr(ptr)"}
-    ctx.slots += ["  %csr.old = alloca i32", "  %csr.new = alloca i32"]
-    enter = ["  call void @llvm.x86.sse.stmxcsr(ptr %csr.old)", "  %csr = load i32, ptr %csr.old",
-             "  %csr.ftz = or i32 %csr, 32832", "  store i32 %csr.ftz, ptr %csr.new",
-             "  call void @llvm.x86.sse.ldmxcsr(ptr %csr.new)"]
-    return enter, ["  call void @llvm.x86.sse.ldmxcsr(ptr %csr.old)"]
-
-
-def _source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: bool, chunk: int,
-            flush_denormals: bool = False) -> tuple[str, int]:
-    """The kernel's LLVM IR, and the scratch it needs (slots of 8 bytes). ``run_chunks(lo, hi,
-    B, args, scratch)`` runs the members ``lo … hi − 1`` of ``B`` through the whole run,
-    ``chunk`` members at a time. ``args`` points to the C-ordered arrays ``Y`` (B, d), the
-    member's arrays, the system's (members first if ``batched``), the summaries (B, …) and
-    the observables (B, n_save + 1, …); ``scratch`` holds a chunk's carry and the values that
-    pass between its member loops."""
-    ctx = IR(chunk, SPLIT)
-    carry_avals = avals["carry"]
-    obs_sizes = [math.prod(a.shape) for a in avals["obs"]]
-    sum_sizes = [math.prod(a.shape) for a in avals["sum"]]
-    counts = [1, len(avals["mem"]), len(avals["dyn"]), len(sum_sizes), len(obs_sizes)]
-    ptrs = [ctx.new(f"load ptr, ptr {ctx.new(f'getelementptr ptr, ptr %args, i64 {k}', _I64).name}", _I64).name
-            for k in range(sum(counts))]
-    Y, M, D, S, O = (ptrs[sum(counts[:j]):sum(counts[:j + 1])] for j in range(5))
-    mem = _read(ctx, M, avals["mem"], member=False)
-    shared = None if batched else _read(ctx, D, avals["dyn"], member=False)
-    ctx.entry(mem + (shared or []))  # operations on these alone run once, here
-    carry = ctx.new_regions(carry_avals)
-
-    def inputs(with_carry: bool = True) -> list:
-        dyn = _read(ctx, D, avals["dyn"]) if batched else shared
-        return mem + dyn + (ctx.get(carry, carry_avals) if with_carry else [])
-
-    def piece(name: str, args: list) -> list:
-        """A piece's output scalars, flat, each as ``(value, dtype)``."""
-        closed = pieces[name]
-        outs = evaluate(ctx, closed.jaxpr, closed.consts, args)
-        return [(ctx.cast(x, v.aval.dtype), np.dtype(v.aval.dtype)) for o, v in zip(outs, closed.jaxpr.outvars)
-                for x in np.ravel(ctx.entries(o, v.aval.shape))]
-
-    def init():
-        c = _unflat([x for x, _ in piece("init", inputs(False) + _read(ctx, Y, [avals["y"]]))], carry_avals)
-        ctx.put(carry, c, carry_avals)
-        _write(ctx, piece("observe", inputs(False) + c), O, obs_sizes, 0, n_save + 1)
-
-    def step():
-        ctx.put(carry, _unflat([x for x, _ in piece("step", inputs())], carry_avals), carry_avals)
-
-    def observe(s):
-        _write(ctx, piece("observe", inputs()), O, obs_sizes, ctx.op("add", s, 1, _I64), n_save + 1)
-
-    def steps():
-        ctx.counted(save_every, lambda _: ctx.members(step))
-
-    speculate = ctx.slot(np.bool_) if _speculates(pieces["step"].jaxpr, save_every) else None
-
-    def run(c):  # the chunk starting at member lo0 + c · chunk
-        ctx.emit(f"%lo = add i64 %lo0, {lit(ctx.op('mul', c, chunk, _I64))}")
-        ctx.emit("%left = sub i64 %hi0, %lo")
-        ctx.emit(f"%short = icmp slt i64 %left, {chunk}")
-        ctx.emit(f"%n = select i1 %short, i64 %left, i64 {chunk}")
-        ctx.members(init)
-        if speculate is None:
-            ctx.counted(n_save, lambda s: (steps(), ctx.members(functools.partial(observe, s))))
-        else:
-            ctx.store(True, speculate, np.bool_)
-            ctx.counted(n_save, lambda s: (_speculated(ctx, steps, carry, carry_avals, avals["y"].dtype, speculate),
-                                           ctx.members(functools.partial(observe, s))))
-        ctx.members(lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes))
-
-    ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
-    ctx.counted(Sym("%chunks", _I64), run)
-    head = ["define void @run_chunks(i64 %lo0, i64 %hi0, i64 %B, ptr noalias %args, ptr noalias %scratch) nounwind {",
-            "entry:", "  %width = sub i64 %hi0, %lo0", f"  %span = add i64 %width, {chunk - 1}"]
-    enter, leave = _flush_denormals(ctx) if flush_denormals else ([], [])
-    text = sorted(ctx.decls) + [""] + head + ctx.slots + enter + ctx.text() + leave + ["  ret void", "}", ""] + ctx.meta
-    return "\n".join(text) + "\n", ctx.regions * chunk
 
 
 # ------------------------------------------------------------------------------- compiling
@@ -373,13 +199,18 @@ class _Program:
         if workers == 1:
             run(0)
         else:  # workers write disjoint rows; the machine code runs without the GIL
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                list(pool.map(run, range(workers)))
+            list(_pool(workers).map(run, range(workers)))
         return self.unpack(outs)
 
     def unpack(self, outs):
         return (jax.tree.unflatten(jax.tree.structure(self.shapes["summary"]), list(outs[:self.n_sum])),
                 jax.tree.unflatten(jax.tree.structure(self.shapes["observe"]), list(outs[self.n_sum:])))
+
+
+@functools.cache
+def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    """A thread pool kept for the process (starting threads costs about a millisecond a call)."""
+    return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="lpjax-native")
 
 
 _programs: dict = {}
@@ -395,15 +226,16 @@ def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: 
     static_leaves, static_tree = jax.tree.flatten(mem_static)
     key = (mem_tree, static_tree, tuple(static_leaves), dyn_tree, tuple((a.shape, a.dtype) for a in mem_avals + dyn_avals),
            d, np.dtype(dtype), n_save, batched, CHUNK, SPLIT, SPECULATE_EVERY)
-    if key not in _programs:
+    prog = _programs.get(key)
+    if prog is None:
         try:
-            _programs[key] = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save,
-                                    batched)
+            prog = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched)
         except Unfusable as e:  # said once by the caller; not traced again
-            _programs[key] = e
-    if isinstance(_programs[key], Unfusable):
-        raise _programs[key]
-    return _programs[key]
+            prog = e
+        _programs[key] = prog
+    if isinstance(prog, Unfusable):
+        raise prog
+    return prog
 
 
 def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched) -> _Program:
@@ -420,13 +252,14 @@ def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtyp
     for name in ("step", "observe", "summary"):
         pieces[name], shapes[name] = trace_member(piece(name), mem_avals, dyn_avals, carry_shape)
     carry_avals = jax.tree.leaves(carry_shape)
-    source, scratch = _source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
-                              "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},
-                     n_save, member.save_every, batched, CHUNK, _target()[1].triple.startswith("x86_64"))
-    lines = source.count("\n")
+    text, scratch = source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
+                           "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},
+                           n_save, member.save_every, batched, CHUNK, SPLIT, SPECULATE_EVERY,
+                           _target()[1].triple.startswith("x86_64"))
+    lines = text.count("\n")
     if lines > MAX_LINES:
         raise Unfusable(f"the member program is {lines} instructions, over the {MAX_LINES} that LLVM compiles in seconds")
-    return _Program(_load(source), CHUNK, scratch, shapes, n_save)
+    return _Program(_load(text), CHUNK, scratch, shapes, n_save)
 
 
 def _leaves(member, dyn):

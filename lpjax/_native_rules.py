@@ -171,7 +171,7 @@ class IR(Emitter):
 
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":
-            if self.speculate is not None:  # taken as true; the operand is summed (see lpjax._native._speculated)
+            if self.speculate is not None:  # taken as true; the operand is summed (see lpjax._native_source._speculated)
                 self.tested.append(self.cast(a[0], self.speculate[1]))
                 if self.level:  # inside a loop of the member loop's body: summed here
                     self.sum_tested()
