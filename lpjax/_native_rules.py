@@ -26,6 +26,7 @@ _LIBM = frozenset("exp log sin cos tan asin acos atan sinh cosh tanh asinh acosh
                   "exp2 cbrt".split())
 _INTRINSIC = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "abs": "fabs"}
 _IDENTITY = frozenset({"copy", "copy_p", "stop_gradient"})
+_STRICT = frozenset({"fadd", "fsub", "fmul", "fdiv", "fneg", "fpext", "fptrunc"})  # inf/NaN in, inf/NaN out
 _BINARY = {lax.add: lax.add_p, lax.mul: lax.mul_p, lax.max: lax.max_p, lax.min: lax.min_p,
            lax.bitwise_and: lax.and_p, lax.bitwise_or: lax.or_p}
 
@@ -43,8 +44,24 @@ class IR(Emitter):
         self.equal: dict = {}  # the name of an integer ``x == k`` (k a constant) -> (x's name, k)
         self.speculate = None  # (a stack slot, its dtype): is_finite is taken as true, its operands summed there
         self.tested: list = []  # the operands of those tests, not yet summed
+        self.parents: dict = {}  # while speculating: a value's name -> the operands whose inf or NaN it keeps
+        self.inputs: list = []  # while speculating: the float values this member loop loaded from regions
 
     # ----------------------------------------------------------------------- operations
+
+    def new(self, rhs: str, dtype, of=None) -> Sym:
+        s = super().new(rhs, dtype, of)
+        if self.speculate is not None and of is not None:
+            code = rhs.split(" ", 1)[0]
+            if code in _STRICT or (code == "call" and any(f"@llvm.{f}." in rhs for f in ("fabs", "sqrt"))):
+                self.parents[s.name] = [x.name for x in (of[:1] if code == "fdiv" else of) if is_sym(x)]
+        return s
+
+    def get(self, regions, avals) -> list:
+        values = super().get(regions, avals)
+        if self.speculate is not None:
+            self.inputs += [x for v in values for x in np.ravel(v) if is_sym(x) and x.dtype.kind == "f"]
+        return values
 
     def op(self, instr: str, a, b, dt, out=None) -> Sym:
         return self.new(f"{instr} {llvm_type(dt)} {self.ref(a, dt)}, {self.ref(b, dt)}", out or dt, (a, b))
@@ -172,7 +189,7 @@ class IR(Emitter):
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":
             if self.speculate is not None:  # taken as true; the operand is summed (see lpjax._native_source._speculated)
-                self.tested.append(self.cast(a[0], self.speculate[1]))
+                self.tested.append(a[0])
                 if self.level:  # inside a loop of the member loop's body: summed here
                     self.sum_tested()
                 return np.True_
@@ -194,13 +211,15 @@ class IR(Emitter):
             return self.call(f"llvm.{how}.{_suffix(dt)}", [a[0]], dt)
         raise Unfusable(f"primitive {name!r}")
 
-    def sum_tested(self) -> None:
-        """Add the operands of the finiteness tests taken as true since the last call (a tree of
-        sums, then one ``fadd reassoc`` into the accumulator, which vectorizes as a reduction)."""
-        terms, self.tested = self.tested, []
+    def sum_tested(self, lasting=frozenset()) -> None:
+        """Add the operands of the finiteness tests taken as true since the last call, except those
+        named in ``lasting`` (a tree of sums, then one ``fadd reassoc`` into the accumulator, which
+        vectorizes as a reduction)."""
+        slot, dt = self.speculate
+        terms = [self.cast(x, dt) for x in self.tested if x.name not in lasting]
+        self.tested = []
         if not terms:
             return
-        slot, dt = self.speculate
         while len(terms) > 1:
             terms = [self.op("fadd", *terms[k:k + 2], dt) if k + 1 < len(terms) else terms[k]
                      for k in range(0, len(terms), 2)]
@@ -209,8 +228,24 @@ class IR(Emitter):
 
     def close(self) -> None:
         if self.speculate is not None:
-            self.sum_tested()
+            self.sum_tested(self._lasting())
+            self.inputs = []
         super().close()
+
+    def _lasting(self) -> set:
+        """The values of this member loop whose inf or NaN would reach what it leaves in its
+        regions (through operations whose result is inf or NaN when that operand is: IEEE
+        +, −, ×, ÷ by their numerator, negation, abs, sqrt, float casts), if every float it
+        loaded from its regions does too; else none. Such an inf or NaN then lasts to the end of
+        the steps, where the carry is tested (:func:`lpjax._native_source._speculated`), so the
+        value itself needs no test in every step."""
+        seen, todo = set(), [v.name for (seg, _), v in self.held.items() if seg == self.segment and is_sym(v)]
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += self.parents.get(name, ())
+        return seen if all(x.name in seen for x in self.inputs) else set()
 
     def _all_finite(self, s: Sym) -> Sym:
         """``s`` (a sum of ``x − x`` terms) is not NaN: every ``x`` is finite."""

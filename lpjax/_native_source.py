@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._native_ir import Sym, lit, llvm_type
+from ._native_ir import Sym, is_sym, lit, llvm_type
 from ._native_loops import uses
 from ._native_rules import IR
 from ._soa import evaluate
@@ -80,7 +80,9 @@ def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> No
     """``steps()`` with every finiteness test of the step taken as passed, which leaves the result
     code and the failed-step count alone without loading or storing them, while the tested values
     are summed over the chunk's members and steps (``fadd reassoc``: the sum vectorizes; whether it
-    is finite does not depend on the order). If the sum is not finite (an inf or NaN was tested,
+    is finite does not depend on the order), except those whose inf or NaN would last in the
+    carry (:meth:`IR._lasting <lpjax._native_rules.IR._lasting>`): the carry after the steps is
+    summed instead. If the sum is not finite (an inf or NaN was tested,
     or the sum overflowed), the chunk's carry goes back to its copy from before the steps, and the
     steps run again as written; that chunk then runs as written to the end (``speculate``, a flag
     slot, is cleared). A chunk's results are therefore those of the steps as written."""
@@ -92,6 +94,13 @@ def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> No
     ctx.store(np.zeros((), dtype), acc, dtype)
     ctx.speculate = (acc, np.dtype(dtype))
     steps()
+
+    def test_carry():  # every float of the carry at the end of the steps (see IR._lasting)
+        ctx.tested = [x for v, a in zip(ctx.get(carry, carry_avals), carry_avals) if a.dtype.kind == "f"
+                      for x in np.ravel(v) if is_sym(x)]
+        ctx.sum_tested()
+
+    ctx.members(test_carry)
     ctx.speculate = None
     total = ctx.load(acc, dtype)
     bad = ctx.op("fcmp uno", ctx.op("fsub", total, total, dtype), 0.0, dtype, np.bool_)

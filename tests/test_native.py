@@ -11,6 +11,7 @@ import textwrap
 import warnings
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -118,6 +119,29 @@ def test_speculative_steps_give_the_steps_as_written(monkeypatch):
         assert np.array_equal(getattr(runs[4], k), getattr(runs[10**9], k), equal_nan=k == "final_state")
     assert np.array_equal(runs[4].observables["casimirs"], runs[10**9].observables["casimirs"], equal_nan=True)
     assert np.array_equal(runs[4].stats["num_failed_steps"], runs[10**9].stats["num_failed_steps"])
+
+
+@pytest.mark.parametrize("last", [True, False])
+def test_a_tested_value_is_left_to_the_end_only_when_its_inf_or_nan_lasts(last):
+    """While speculating, a member loop skips the per-step test of a value whose inf or NaN
+    reaches what the loop stores (through +, −, ×, ÷ by the numerator), provided every float
+    it loaded reaches it too, so that an inf or NaN lasts to the end of the steps. ``3 / x₂``
+    does not keep x₂'s inf (3 / inf = 0): then every tested value is summed at each step."""
+    from jax import lax
+
+    from lpjax._native_rules import IR
+
+    ctx = IR(4)
+    ctx.speculate = (ctx.slot(np.float64), np.dtype(np.float64))
+    avals = [jax.ShapeDtypeStruct((3,), np.float64)]
+    regions = ctx.new_regions(avals)
+    ctx.open()
+    (x,) = ctx.get(regions, avals)
+    third = ctx.bind(lax.div_p, [x[2], 3.0], {}) if last else ctx.bind(lax.div_p, [3.0, x[2]], {})
+    y = np.array([ctx.bind(lax.mul_p, [x[0], x[1]], {}), ctx.bind(lax.sub_p, [x[1], x[0]], {}), third], object)
+    ctx.put(regions, [y], avals)
+    lasting = ctx._lasting()
+    assert {v.name for v in (*x, *y)} <= lasting if last else lasting == set()
 
 
 def test_systems_batched_over_parameters():
