@@ -313,8 +313,8 @@ def ensemble(
     if y0s.ndim not in (1, 2):
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
     system, method = cast_floats((system, method), rdtype)
-    y_one = y0s if y0s.ndim == 1 else y0s[0]
-    system_n = _check_members(system, method, batched_system, "ensemble", jnp.asarray(y_one), jnp.asarray(dt, rdtype))
+    y_one = jnp.asarray(y0s if y0s.ndim == 1 else y0s[0])
+    system_n = _check_members(system, method, batched_system, "ensemble", y_one, np.asarray(dt, rdtype))
     if system_n is None and y0s.ndim == 1:
         raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
                          "parameters pass batched_system=True)")
@@ -324,7 +324,7 @@ def ensemble(
     if y0s.ndim == 1:
         y0s = np.broadcast_to(y0s, (system_n, y0s.shape[0]))
     if system_n is None:
-        system.check_state(jnp.asarray(y_one))
+        system.check_state(y_one)
     N, d = y0s.shape
     batched = system_n is not None
     dyn = eqx.filter(system, eqx.is_array)
@@ -353,7 +353,7 @@ def ensemble(
                 else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices))  # native: into the result's arrays
         return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
 
-    shapes_probe = eval_shape_cached(observe_fn, _first_member(system) if batched else system, jnp.asarray(y_one))
+    shapes_probe = eval_shape_cached(observe_fn, _first_member(system) if batched else system, y_one)
     shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
     shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
     shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in STATS})
