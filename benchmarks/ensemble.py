@@ -3,7 +3,8 @@
     python benchmarks/ensemble.py [--quick] [--out benchmarks/results/] [--memory]
 
 Rows (float64, CPU, random initial states from ``numpy.random.default_rng(SEED)``), in
-body-steps per second, the second call timed (compile time separately):
+body-steps per second: the median of the second and later calls, up to 15 of them within
+:data:`BUDGET_S` seconds (compile time separately):
 
 * ``lpjax.ensemble(kernel="scan")`` (chunks of 16384 members in blocks of 2048, members on the
   last axis, time inside block, chunks dispatched from a thread pool), keeping the final state;
@@ -47,6 +48,7 @@ import lpjax
 from lpjax.systems import lagrange_top, rigid_body
 
 SEED = 2026
+BUDGET_S = 2.0  # per row: the median of up to 15 calls (this machine's speed moves by a fifth within seconds)
 BLOCK = 2048
 INERTIA = (1.0, 2.0, 3.0)
 
@@ -212,7 +214,7 @@ def main() -> None:
             work = N * n
 
             def add(label, call, extra=None):
-                _, st = H.time_calls(call)
+                _, st = H.time_calls(call, budget_s=BUDGET_S, max_repeats=15)
                 rows.append(dict(case=name, N=N, steps=n, row=label, time_s=st["time_s"], throughput=work / st["time_s"],
                                  compile_s=st["first_call_s"] - st["time_s"], **(extra or {})))
                 H.log(f"{name} N={N} {label}: {rows[-1]['throughput']:.3e} body-steps/s")
