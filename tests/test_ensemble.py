@@ -153,7 +153,7 @@ _CHILD = textwrap.dedent("""
     jax.config.update("jax_enable_x64", True)
     sys.path.insert(0, {tests!r})
     import test_ensemble as T
-    from lpjax._ensemble_store import Store
+    from lpjax._ensemble._store import Store
 
     marked, mark_done = itertools.count(1), Store.mark_done
 

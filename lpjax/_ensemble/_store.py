@@ -15,9 +15,9 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._algebra import LieAlgebra
-from ._integrator import RESULTS
-from ._version import __version__
+from .._algebra import LieAlgebra
+from .._integrator import RESULTS
+from .._version import __version__
 
 __all__ = ["EnsembleSolution", "open_ensemble"]
 

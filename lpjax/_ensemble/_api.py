@@ -4,7 +4,7 @@ over devices and a resumable zarr store.
 One member is one :func:`lpjax.integrate` run (the same ``init/step`` and the same result codes
 and statistics). Chunks are the unit of dispatch, storage, progress and resume; inside a chunk
 the members run in blocks, with the member axis last, by one of the kernels of
-:mod:`lpjax._ensemble_kernel` (``vmap``-ed scan, entry by entry, or a fused Pallas kernel).
+:mod:`lpjax._ensemble._kernel` (``vmap``-ed scan, entry by entry, or a fused Pallas kernel).
 With several devices, each chunk is split over them with ``shard_map``.
 """
 
@@ -24,16 +24,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from ._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
-from ._ensemble_store import (
+from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
+from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
     run_settings,
 )
-from ._ensemble_kernel import (
+from ._kernel import (
     CPU_BLOCK, EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel,
 )
-from ._integrator import AbstractIntegrator
-from ._system import AbstractSystem
+from .._integrator import AbstractIntegrator
+from .._system import AbstractSystem
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
@@ -286,12 +286,12 @@ def ensemble(
 
             - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
             - ``"entries"``: the member program entry by entry over the block, in a scan
-              (:mod:`lpjax._soa`: every value a vector over the members);
+              (:mod:`lpjax._ensemble._soa`: every value a vector over the members);
             - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
-              loop inside (:mod:`lpjax._fused`); on CPU it runs in Pallas' interpret mode
+              loop inside (:mod:`lpjax._ensemble._fused`); on CPU it runs in Pallas' interpret mode
               (slow: for tests);
             - ``"native"`` (CPU, ``pip install 'lpjax[cpu]'``): the member program compiled
-              by LLVM into one function (:mod:`lpjax._native`): chunks over the cores, the
+              by LLVM into one function (:mod:`lpjax._ensemble._native`): chunks over the cores, the
               time loop outside member loops that vectorize; cached on disk;
             - ``"auto"`` (default): ``"fused"`` on a GPU; on CPU ``"native"`` when llvmlite is
               installed (and one device is used), else ``"scan"``.

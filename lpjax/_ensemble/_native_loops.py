@@ -1,4 +1,4 @@
-"""The member program's loops in LLVM IR (:mod:`lpjax._native`): ``scan`` as a counted loop,
+"""The member program's loops in LLVM IR (:mod:`lpjax._ensemble._native`): ``scan`` as a counted loop,
 ``while`` as a loop per member or, at the top of a member loop, as masked passes over the
 chunk, ``cond`` as selects or, around loops, as a branch."""
 

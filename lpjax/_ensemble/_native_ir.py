@@ -1,7 +1,7 @@
-"""The LLVM IR writer under :mod:`lpjax._native`: scalar SSA values (:class:`Sym`), constants,
+"""The LLVM IR writer under :mod:`lpjax._ensemble._native`: scalar SSA values (:class:`Sym`), constants,
 and :class:`Emitter`, which holds the instructions, the stack slots, the scratch regions of a
-chunk and its member loops. The operations are :mod:`lpjax._native_rules`; the loops of the
-member program :mod:`lpjax._native_loops`."""
+chunk and its member loops. The operations are :mod:`lpjax._ensemble._native_rules`; the loops of the
+member program :mod:`lpjax._ensemble._native_loops`."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def lit(x, dtype=None) -> str:
 
 class Emitter(Context):
     """The evaluator's context for LLVM IR (without its operations, which
-    :class:`lpjax._native_rules.IR` adds): entries are :class:`Sym` values (or trace-time
+    :class:`lpjax._ensemble._native_rules.IR` adds): entries are :class:`Sym` values (or trace-time
     constants), and every operation appends instructions to :attr:`lines`. Stack slots go to
     :attr:`slots` (the entry block), declarations to :attr:`decls`, loop metadata to
     :attr:`meta`.

@@ -1,0 +1,21 @@
+"""Ensembles: many members of one system and method at once (:func:`ensemble`), in chunks,
+with a resumable zarr store.
+
+* :mod:`._api` — :func:`ensemble`, :func:`ensemble_function`: validation, chunks, results;
+* :mod:`._store` — :class:`EnsembleSolution`, the zarr store and the run's settings;
+* :mod:`._kernel` — one member's program (``init``, ``advance``, ``observe``, ``summary``) and
+  the kernels that run a block of members: ``scan`` (``vmap``), ``entries`` (:mod:`._soa`,
+  :mod:`._soa_rules`), ``fused`` (Pallas, :mod:`._fused`) and ``native`` (LLVM,
+  :mod:`._native` with :mod:`._native_source`, :mod:`._native_rules`, :mod:`._native_loops`,
+  :mod:`._native_ir`).
+"""
+
+from ._api import (
+    EnsembleOutput as EnsembleOutput,
+    EnsembleSolution as EnsembleSolution,
+    ensemble as ensemble,
+    ensemble_function as ensemble_function,
+    open_ensemble as open_ensemble,
+)
+
+__all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
