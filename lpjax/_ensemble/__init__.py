@@ -1,7 +1,10 @@
 """Ensembles: many members of one system and method at once (:func:`ensemble`), in chunks,
 with a resumable zarr store.
 
-* :mod:`._api` — :func:`ensemble`, :func:`ensemble_function`: validation, chunks, results;
+* :mod:`._api` — :func:`ensemble` (validate → plan → open the results → run the chunks →
+  collect) and :func:`ensemble_function`;
+* :mod:`._validate` — the inputs checked, the observables;
+* :mod:`._plan` — :class:`._plan.Plan`, the run's layout (chunks, devices, threads, kernel);
 * :mod:`._store` — :class:`EnsembleSolution`, the zarr store and the run's settings;
 * :mod:`._kernel` — one member's program (``init``, ``advance``, ``observe``, ``summary``) and
   the kernels that run a block of members: ``scan`` (``vmap``), ``entries`` (:mod:`._soa`,

@@ -2,21 +2,21 @@
 over devices and a resumable zarr store.
 
 One member is one :func:`lpjax.integrate` run (the same ``init/step`` and the same result codes
-and statistics). Chunks are the unit of dispatch, storage, progress and resume; inside a chunk
-the members run in blocks, with the member axis last, by one of the kernels of
-:mod:`lpjax._ensemble._kernel` (``vmap``-ed scan, entry by entry, or a fused Pallas kernel).
-With several devices, each chunk is split over them with ``shard_map``.
+and statistics). :func:`ensemble` reads as its stages: the inputs checked
+(:mod:`._validate`), the run laid out (:class:`._plan.Plan`), the results opened (a store or
+arrays, :class:`_Results`), the chunks run (:func:`_run_chunks`), the solution collected.
+Chunks are the unit of dispatch, storage, progress and resume; inside a chunk the members run
+in blocks, with the member axis last, by one of the kernels of :mod:`._kernel` (``vmap``-ed
+scan, entry by entry, a fused Pallas kernel, or native). With several devices, each chunk is
+split over them with ``shard_map``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import json
-import os
-import re
 import sys
-from typing import Callable, Optional, Union, final
+from typing import Callable, Optional, Union
 
 import equinox as eqx
 import jax
@@ -24,136 +24,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
+from .._checks import cast_floats, eval_shape_cached, run_dtype
+from .._integrator import AbstractIntegrator
+from .._system import AbstractSystem
+from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel
+from ._plan import Plan, make_plan
 from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
     run_settings,
 )
-from ._kernel import (
-    CPU_BLOCK, EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel,
-)
-from .._integrator import AbstractIntegrator
-from .._system import AbstractSystem
+from ._validate import Inputs, check_members, check_schedule, first_member, observe_fn, validated
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
-
-_CPU_CHUNK = 16384
-_ACCEL_CHUNK = 1 << 20
-
-
-# -------------------------------------------------------------------------------- observables
-
-
-def _observe_state(system, y):
-    return {"state": y}
-
-
-def _observe_casimirs(system, y):
-    return {"casimirs": system.casimirs(y)}
-
-
-def _observe_energy(system, y):
-    return {"energy": system.energy(y)}
-
-
-_BUILTIN = {None: _observe_state, "state": _observe_state, "casimirs": _observe_casimirs, "energy": _observe_energy}
-
-
-@final
-class _UserObserve(eqx.Module):
-    """``observe(y)`` as ``(system, y) -> {name: array}``; hashable by the function, so that the
-    same function reuses the compiled chunk."""
-
-    fn: Callable = eqx.field(static=True)
-
-    def __call__(self, system, y):
-        leaves = jax.tree_util.tree_leaves_with_path(self.fn(y))
-        if not leaves:
-            raise ValueError("observe(y) returned no arrays")
-        if len(leaves) == 1 and not leaves[0][0]:
-            return {"observed": jnp.asarray(leaves[0][1])}
-        return {_leaf_name(path): jnp.asarray(a) for path, a in leaves}
-
-
-def _observe_fn(observe) -> tuple[str, Callable]:
-    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
-    if isinstance(observe, str) or observe is None:
-        if observe not in _BUILTIN:
-            raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
-        return observe or "state", _BUILTIN[observe]
-    if not callable(observe):
-        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
-    return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", _UserObserve(observe)
-
-
-def _leaf_name(path) -> str:
-    name = re.sub(r"[^0-9A-Za-z_]+", "_", jax.tree_util.keystr(path)).strip("_")
-    return name or "observed"
-
-
-# -------------------------------------------------------------------------------- ensemble()
-
-
-def _leading_sizes(system) -> dict:
-    return {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None)
-            for p, a in jax.tree_util.tree_leaves_with_path(eqx.filter(system, eqx.is_array))}
-
-
-def _first_member(system):
-    dyn, static = eqx.partition(system, eqx.is_array)
-    return eqx.combine(jax.tree.map(lambda a: a[0], dyn), static)
-
-
-def _one_step(system, method, y, dt):  # traced once per system structure, method and state shape (eval_shape_cached)
-    state = method.init(system, y, dt)
-    return method.observe(system, method.step(system, state, dt)[0])
-
-
-def _check_members(system, method, batched: bool, who: str, y_one=None, dt=None) -> Optional[int]:
-    """Check that ``method`` can run ``system`` (with ``batched``: one member's system, and
-    return the common leading size N of its arrays), stepping ``y_one`` abstractly if given. A
-    system that fails unbatched but whose first member runs is named as batched."""
-    if not isinstance(method, AbstractIntegrator):
-        raise TypeError(f"{who}: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
-    sizes = _leading_sizes(system)
-    common = next(iter(set(sizes.values()))) if len(set(sizes.values())) == 1 else None
-
-    def check(s):
-        method.check_system(s)
-        if y_one is not None:
-            out = eval_shape_cached(_one_step, s, method, y_one, dt)
-            if out.shape != y_one.shape:
-                raise ValueError(f"{who}: one step of {type(method).__name__} maps a state of shape {y_one.shape} to "
-                                 f"{out.shape}")
-
-    if batched:
-        if common is None:
-            raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
-                             f"(leading sizes: {sizes})")
-        check(_first_member(system))
-        return common
-    try:
-        check(system)
-    except Exception as e:
-        if common is not None:
-            try:
-                check(_first_member(system))
-            except Exception:
-                raise e from None
-            raise ValueError(f"{who}: the system looks batched over parameters (every array has a leading axis of "
-                             f"{common}, and its first member runs); pass batched_system=True") from e
-        raise
-    return None
-
-
-def _check_schedule(n_steps, save_every, dt, who: str) -> tuple[int, int]:
-    n_steps = positive_int(n_steps, "n_steps")
-    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
-    if n_steps % save_every:
-        raise ValueError(f"{who}: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
-    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
-        raise ValueError(f"{who}: dt must be a finite scalar > 0, got {dt!r}")
-    return n_steps, save_every
 
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: str, platform: str,
@@ -202,14 +84,14 @@ def ensemble_function(
     The method is checked against one member's system here; ``y0s``' shape and dtype when the
     function is called (traced).
     """
-    n_steps, save_every = _check_schedule(n_steps, save_every, dt, "ensemble_function")
+    n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
     rdtype = run_dtype(dtype, jnp.zeros((), float), "ensemble_function")
     system, method = cast_floats((system, method), rdtype)
-    _check_members(system, method, batched_system, "ensemble_function")
+    check_members(system, method, batched_system, "ensemble_function")
     plat = platform_of(platform)
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
     kernel = resolve_kernel("scan" if kernel == "auto" and plat == "cpu" else kernel, plat)
-    fn = _make_function(system, method, dt, n_steps, save_every, _observe_fn(observe)[1], kernel, plat, rdtype,
+    fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
                         bool(batched_system))
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
@@ -302,118 +184,112 @@ def ensemble(
     Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
     :func:`ensemble_function` returns for the same arguments.
     """
-    n_steps, save_every = _check_schedule(n_steps, save_every, dt, "ensemble")
-    if chunk_size is not None:
-        chunk_size = positive_int(chunk_size, "chunk_size")
-    if metadata is not None:
-        json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
-    rdtype = run_dtype(dtype, np.asarray(y0s), "ensemble")
-    rdtype = rdtype if rdtype.kind == "f" else np.dtype(jnp.result_type(float))
-    y0s = np.asarray(y0s, dtype=rdtype)
-    if y0s.ndim not in (1, 2):
-        raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
-    system, method = cast_floats((system, method), rdtype)
-    y_one = jnp.asarray(y0s if y0s.ndim == 1 else y0s[0])
-    system_n = _check_members(system, method, batched_system, "ensemble", y_one, np.asarray(dt, rdtype))
-    if system_n is None and y0s.ndim == 1:
-        raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
-                         "parameters pass batched_system=True)")
-    if system_n is not None and y0s.ndim == 2 and y0s.shape[0] != system_n:
-        raise ValueError(f"ensemble: the leading axes differ: y0s has N = {y0s.shape[0]} members, the batched "
-                         f"system's arrays have {system_n}")
-    if y0s.ndim == 1:
-        y0s = np.broadcast_to(y0s, (system_n, y0s.shape[0]))
-    if system_n is None:
-        system.check_state(y_one)
-    N, d = y0s.shape
-    batched = system_n is not None
-    dyn = eqx.filter(system, eqx.is_array)
-    observe_name, observe_fn = _observe_fn(observe)
+    inp = validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_system, metadata)
+    plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size)
+    observe_name, observe_f = observe_fn(observe)
+    fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
+                        plan.platform, plan.dtype, plan.batched)
+    results = _Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata)
+    _run_chunks(plan, fn, inp, results, progress)
+    return results.solution(throw)
 
-    if devices is None:
-        devices = jax.devices() if len(jax.devices()) > 1 else None
-    devices = tuple(devices) if devices is not None and len(devices) > 1 else None
-    ndev = len(devices) if devices else 1
-    platform = platform_of(None, devices)
-    kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)  # several: shard_map
-    workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
-    chunk = min(chunk_size or (_CPU_CHUNK if platform == "cpu" and kernel != "native" else _ACCEL_CHUNK), N)
-    if chunk_size is None and platform == "cpu":  # at least one chunk per worker thread
-        chunk = min(chunk, max(CPU_BLOCK, -(-N // workers)))
-    padded = -(-chunk // ndev) * ndev  # members the compiled chunk runs (the rest are copies)
-    n_chunks = -(-N // chunk)
-    fn = _make_function(system, method, dt, n_steps, save_every, observe_fn, kernel, platform, rdtype, batched)
-    n_save = n_steps // save_every
 
-    def compute(k: int):
-        lo, hi = k * chunk, min(N, (k + 1) * chunk)
-        idx = slice(lo, hi) if hi - lo == padded or kernel == "native" else lo + np.arange(padded) % (hi - lo)  # pad: own members
-        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if batched else None
-        outs = (fn.host(y0s[idx], dyn_k, arrays and {k: a[idx] for k, a in arrays.items()}) if kernel == "native"
-                else _run_chunk(fn, jnp.asarray(y0s[idx]), dyn_k, devices))  # native: into the result's arrays
-        return lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs)
+class _Results:
+    """Where a run's chunks go, a zarr store (``out``) or arrays in memory, and the solution
+    made of them. The store's settings and fingerprint are fixed here, before any work."""
 
-    shapes_probe = eval_shape_cached(observe_fn, _first_member(system) if batched else system, y_one)
-    shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in shapes_probe.items()}
-    shapes.update({"final_state": ((N, d), rdtype), "result": ((N,), np.int32), "ts": ((n_save + 1,), rdtype)})
-    shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else rdtype) for k in STATS})
-    ts = (np.arange(n_save + 1) * save_every * float(dt)).astype(rdtype)
+    def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata):
+        N, n_save, system = plan.members, plan.n_save, inp.system
+        probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
+        shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in probe.items()}
+        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32),
+                       "ts": ((n_save + 1,), plan.dtype)})
+        shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
+                       for k in STATS})
+        self.plan, self.observables, self.y0s = plan, list(probe), inp.y0s
+        self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
+        self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
+                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata)
+        self.inputs = {"y0s": inp.y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
+        self.store, self.arrays = None, None
+        if out is not None:
+            fp = {**self.settings, "system": describe(system), "method": describe(inp.method),
+                  "y0s": array_digest(inp.y0s)}
+            attrs = {**self.settings, "fingerprint": fingerprint(fp), "observables": self.observables,
+                     "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                     "result_names": list(RESULT_NAMES)}
+            self.store = Store(out, attrs, shapes, plan.n_chunks, plan.chunk, resume, self.inputs)
+            self.store.write("ts", 0, self.ts)
+        else:  # every chunk fills them
+            self.arrays = {k: np.empty(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}
 
-    settings = run_settings(system, method, dt, n_steps, save_every, observe_name, N, batched, rdtype, kernel,
-                            chunk, metadata)
-    inputs = {"y0s": y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
-    store = None
-    if out is not None:
-        fp = {**settings, "system": describe(system), "method": describe(method), "y0s": array_digest(y0s)}
-        attrs = {**settings, "fingerprint": fingerprint(fp), "observables": list(shapes_probe),
-                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(), "result_names": list(RESULT_NAMES)}
-        store = Store(out, attrs, shapes, n_chunks, chunk, resume, inputs)
-        store.write("ts", 0, ts)
-        arrays = None
-    else:
-        arrays = {k: np.empty(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}  # every chunk fills
+    def todo(self) -> list:
+        """The chunks not yet done (all of them, without a store)."""
+        return [k for k in range(self.plan.n_chunks) if self.store is None or not self.store.done[k]]
 
-    def save(lo, outs, k):
+    def into(self, idx) -> Optional[dict]:
+        """The result arrays' rows ``idx``, for the native kernel to write into (None with a store)."""
+        return self.arrays and {k: a[idx] for k, a in self.arrays.items()}
+
+    def save(self, k: int, lo: int, outs) -> None:
+        """Chunk ``k``'s outputs (members from ``lo``), then its flag in the store."""
         y_final, saved, result, stats = outs
         parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
                  **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
         for name, a in parts.items():
-            if store is not None:
-                store.write(name, lo, a)
-            elif not np.may_share_memory(dst := arrays[name][lo : lo + a.shape[0]], a):  # the native kernel wrote it
+            if self.store is not None:
+                self.store.write(name, lo, a)
+            elif not np.may_share_memory(dst := self.arrays[name][lo : lo + a.shape[0]], a):  # the native kernel wrote it
                 dst[...] = a
-        if store is not None:
-            store.mark_done(k)
+        if self.store is not None:
+            self.store.mark_done(k)
 
-    todo = [k for k in range(n_chunks) if store is None or not store.done[k]]
+    def solution(self, throw: bool) -> EnsembleSolution:
+        """The :class:`EnsembleSolution` (opened from the store, if any); ``throw``: raise
+        ``RuntimeError`` naming the failed members."""
+        if self.store is not None:
+            sol = open_ensemble(self.store.path)
+        else:
+            a = self.arrays
+            sol = EnsembleSolution(ts=self.ts, observables={k: a[f"observables/{k}"] for k in self.observables},
+                                   final_state=a["final_state"], result=a["result"],
+                                   stats={k: a[f"stats/{k}"] for k in STATS}, chunk_size=self.plan.chunk,
+                                   y0s=self.y0s, settings=self.settings,
+                                   system_arrays={k[len("system/"):]: v for k, v in self.inputs.items() if k != "y0s"})
+        if throw and sol.failed.size:
+            bad = sol.failed
+            codes = np.asarray(sol.result[:])[bad]
+            raise RuntimeError(f"ensemble: {bad.size} of {self.plan.members} members failed: indices {bad[:20].tolist()}"
+                               f"{' ...' if bad.size > 20 else ''} ({', '.join(sorted({RESULT_NAMES[c] for c in codes}))})")
+        return sol
+
+
+def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: _Results, progress) -> None:
+    """Every chunk not yet done: the first alone (it compiles), the rest on ``plan.workers``
+    threads, each saving its own chunk (disjoint slices, so no finished chunk's output is held
+    in a future: memory stays the output plus one chunk per worker), under a progress bar."""
+    dyn = eqx.filter(inp.system, eqx.is_array)
+    padded = plan.padded
+
+    def compute(k: int) -> None:
+        lo, hi = plan.span(k)
+        idx = slice(lo, hi) if hi - lo == padded or plan.kernel == "native" else lo + np.arange(padded) % (hi - lo)  # pad: own members
+        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
+        outs = (fn.host(inp.y0s[idx], dyn_k, results.into(idx)) if plan.kernel == "native"
+                else _run_chunk(fn, jnp.asarray(inp.y0s[idx]), dyn_k, plan.devices))  # native: into the result's arrays
+        results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
+
+    todo = results.todo()
     show = sys.stderr.isatty() if progress is None else bool(progress)
     from tqdm.auto import tqdm
 
-    with tqdm(total=n_chunks, initial=n_chunks - len(todo), unit="chunk", disable=not show, desc="ensemble",
-              postfix=f"{N} members x {n_steps} steps") as bar:
+    with tqdm(total=plan.n_chunks, initial=plan.n_chunks - len(todo), unit="chunk", disable=not show,
+              desc="ensemble", postfix=f"{plan.members} members x {plan.n_steps} steps") as bar:
         if todo:  # the first chunk alone: it compiles
-            save(*compute(todo[0]), todo[0])
+            compute(todo[0])
             bar.update()
         if todo[1:]:
-            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-                # each worker saves its own chunk (disjoint slices), so no finished chunk's output
-                # is held in a future: memory stays the output plus one chunk per worker
-                futures = [pool.submit(lambda k: save(*compute(k), k), k) for k in todo[1:]]
-                for fut in concurrent.futures.as_completed(futures):
+            with concurrent.futures.ThreadPoolExecutor(plan.workers) as pool:
+                for fut in concurrent.futures.as_completed([pool.submit(compute, k) for k in todo[1:]]):
                     fut.result()
                     bar.update()
-
-    if store is not None:
-        sol = open_ensemble(store.path)
-    else:
-        sol = EnsembleSolution(ts=ts, observables={k: arrays[f"observables/{k}"] for k in shapes_probe},
-                               final_state=arrays["final_state"], result=arrays["result"],
-                               stats={k: arrays[f"stats/{k}"] for k in STATS}, chunk_size=chunk, y0s=y0s,
-                               system_arrays={k[len("system/"):]: a for k, a in inputs.items() if k != "y0s"},
-                               settings=settings)
-    if throw and sol.failed.size:
-        bad = sol.failed
-        codes = np.asarray(sol.result[:])[bad]
-        raise RuntimeError(f"ensemble: {bad.size} of {N} members failed: indices {bad[:20].tolist()}"
-                           f"{' ...' if bad.size > 20 else ''} ({', '.join(sorted({RESULT_NAMES[c] for c in codes}))})")
-    return sol

@@ -1,0 +1,84 @@
+"""The layout of an :func:`lpjax.ensemble` run (:class:`Plan`), fixed from its inputs before any
+work: chunks, devices, worker threads and the kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+import jax
+import numpy as np
+
+from .._checks import positive_int
+from ._kernel import CPU_BLOCK, platform_of, resolve_kernel
+
+__all__ = ["Plan", "make_plan"]
+
+CPU_CHUNK = 16384  # members per chunk on CPU (scan and entries kernels)
+ACCEL_CHUNK = 1 << 20  # on an accelerator, and for the native kernel (it splits a chunk over the cores itself)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a run is laid out: ``members`` states of size ``state_size``, ``n_steps`` steps saved
+    every ``save_every``, in ``dtype`` (``batched``: a system batched over parameters); the
+    ``kernel`` on ``platform``; chunks of ``chunk`` members (the unit of dispatch, storage,
+    progress and resume), each split over ``devices`` (None: one device); ``workers`` threads
+    over the chunks."""
+
+    members: int
+    state_size: int
+    n_steps: int
+    save_every: int
+    dtype: np.dtype
+    batched: bool
+    kernel: str
+    platform: str
+    devices: Optional[tuple]
+    workers: int
+    chunk: int
+
+    @property
+    def n_save(self) -> int:
+        return self.n_steps // self.save_every
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.members // self.chunk)
+
+    @property
+    def padded(self) -> int:
+        """Members the compiled chunk runs: ``chunk`` rounded up to a multiple of the devices."""
+        ndev = len(self.devices) if self.devices else 1
+        return -(-self.chunk // ndev) * ndev
+
+    def span(self, k: int) -> tuple[int, int]:
+        """The members ``lo … hi − 1`` of chunk ``k``."""
+        return k * self.chunk, min(self.members, (k + 1) * self.chunk)
+
+    def __str__(self) -> str:
+        where = f"{len(self.devices)} {self.platform} devices" if self.devices else f"one {self.platform} device"
+        return (f"{self.members} members of size {self.state_size}, {self.n_steps} steps saved every "
+                f"{self.save_every}, {np.dtype(self.dtype)}{', batched system' if self.batched else ''}: "
+                f"kernel {self.kernel!r} on {where}, {self.n_chunks} chunk(s) of {self.chunk} over "
+                f"{self.workers} worker thread(s)")
+
+
+def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel: str,
+              devices=None, chunk_size: Optional[int] = None) -> Plan:
+    """The plan of a run (see :func:`lpjax.ensemble` for ``kernel``, ``devices`` and
+    ``chunk_size``). Several devices: each chunk is split over them (``shard_map``), with the
+    scan kernel under ``"auto"``. On CPU, a chunk per worker thread at least."""
+    chunk_size = None if chunk_size is None else positive_int(chunk_size, "chunk_size")
+    if devices is None:
+        devices = jax.devices() if len(jax.devices()) > 1 else None
+    devices = tuple(devices) if devices is not None and len(devices) > 1 else None
+    platform = platform_of(None, devices)
+    kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)
+    workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
+    chunk = min(chunk_size or (CPU_CHUNK if platform == "cpu" and kernel != "native" else ACCEL_CHUNK), members)
+    if chunk_size is None and platform == "cpu":
+        chunk = min(chunk, max(CPU_BLOCK, -(-members // workers)))
+    return Plan(members, state_size, n_steps, save_every, np.dtype(dtype), batched, kernel, platform, devices, workers,
+                chunk)

@@ -1,0 +1,175 @@
+"""The first stage of :func:`lpjax.ensemble`: its inputs checked and put in the run's dtype
+(:func:`validated`), the method checked against the system by tracing one step abstractly
+(cached by structure and shapes), and the observables (built in, or a user's function).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, NamedTuple, Optional, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
+from .._integrator import AbstractIntegrator
+
+__all__ = ["Inputs", "validated", "observe_fn", "check_members", "check_schedule", "first_member"]
+
+
+# -------------------------------------------------------------------------------- observables
+
+
+def _observe_state(system, y):
+    return {"state": y}
+
+
+def _observe_casimirs(system, y):
+    return {"casimirs": system.casimirs(y)}
+
+
+def _observe_energy(system, y):
+    return {"energy": system.energy(y)}
+
+
+_BUILTIN = {None: _observe_state, "state": _observe_state, "casimirs": _observe_casimirs, "energy": _observe_energy}
+
+
+@final
+class _UserObserve(eqx.Module):
+    """``observe(y)`` as ``(system, y) -> {name: array}``; hashable by the function, so that the
+    same function reuses the compiled chunk."""
+
+    fn: Callable = eqx.field(static=True)
+
+    def __call__(self, system, y):
+        leaves = jax.tree_util.tree_leaves_with_path(self.fn(y))
+        if not leaves:
+            raise ValueError("observe(y) returned no arrays")
+        if len(leaves) == 1 and not leaves[0][0]:
+            return {"observed": jnp.asarray(leaves[0][1])}
+        return {_leaf_name(path): jnp.asarray(a) for path, a in leaves}
+
+
+def observe_fn(observe) -> tuple[str, Callable]:
+    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
+    if isinstance(observe, str) or observe is None:
+        if observe not in _BUILTIN:
+            raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
+        return observe or "state", _BUILTIN[observe]
+    if not callable(observe):
+        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
+    return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", _UserObserve(observe)
+
+
+def _leaf_name(path) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", jax.tree_util.keystr(path)).strip("_")
+    return name or "observed"
+
+
+# -------------------------------------------------------------------------------- ensemble()
+
+
+def _leading_sizes(system) -> dict:
+    return {jax.tree_util.keystr(p): (a.shape[0] if a.ndim else None)
+            for p, a in jax.tree_util.tree_leaves_with_path(eqx.filter(system, eqx.is_array))}
+
+
+def first_member(system):
+    dyn, static = eqx.partition(system, eqx.is_array)
+    return eqx.combine(jax.tree.map(lambda a: a[0], dyn), static)
+
+
+def _one_step(system, method, y, dt):  # traced once per system structure, method and state shape (eval_shape_cached)
+    state = method.init(system, y, dt)
+    return method.observe(system, method.step(system, state, dt)[0])
+
+
+def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) -> Optional[int]:
+    """Check that ``method`` can run ``system`` (with ``batched``: one member's system, and
+    return the common leading size N of its arrays), stepping ``y_one`` abstractly if given. A
+    system that fails unbatched but whose first member runs is named as batched."""
+    if not isinstance(method, AbstractIntegrator):
+        raise TypeError(f"{who}: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
+    sizes = _leading_sizes(system)
+    common = next(iter(set(sizes.values()))) if len(set(sizes.values())) == 1 else None
+
+    def check(s):
+        method.check_system(s)
+        if y_one is not None:
+            out = eval_shape_cached(_one_step, s, method, y_one, dt)
+            if out.shape != y_one.shape:
+                raise ValueError(f"{who}: one step of {type(method).__name__} maps a state of shape {y_one.shape} to "
+                                 f"{out.shape}")
+
+    if batched:
+        if common is None:
+            raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
+                             f"(leading sizes: {sizes})")
+        check(first_member(system))
+        return common
+    try:
+        check(system)
+    except Exception as e:
+        if common is not None:
+            try:
+                check(first_member(system))
+            except Exception:
+                raise e from None
+            raise ValueError(f"{who}: the system looks batched over parameters (every array has a leading axis of "
+                             f"{common}, and its first member runs); pass batched_system=True") from e
+        raise
+    return None
+
+
+def check_schedule(n_steps, save_every, dt, who: str) -> tuple[int, int]:
+    n_steps = positive_int(n_steps, "n_steps")
+    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
+    if n_steps % save_every:
+        raise ValueError(f"{who}: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
+    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
+        raise ValueError(f"{who}: dt must be a finite scalar > 0, got {dt!r}")
+    return n_steps, save_every
+
+
+class Inputs(NamedTuple):
+    """An ensemble's inputs, checked, in the run's ``dtype``: ``y0s`` is ``(N, d)`` (one state
+    broadcast over a batched system's N members), ``y_one`` the first member's state."""
+
+    system: Any
+    method: Any
+    y0s: np.ndarray
+    y_one: Any
+    n_steps: int
+    save_every: int
+    dtype: np.dtype
+    batched: bool
+
+
+def validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_system: bool, metadata) -> Inputs:
+    """:func:`lpjax.ensemble`'s inputs checked (clear errors naming what was expected)."""
+    n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble")
+    if metadata is not None:
+        json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
+    rdtype = run_dtype(dtype, np.asarray(y0s), "ensemble")
+    rdtype = rdtype if rdtype.kind == "f" else np.dtype(jnp.result_type(float))
+    y0s = np.asarray(y0s, dtype=rdtype)
+    if y0s.ndim not in (1, 2):
+        raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
+    system, method = cast_floats((system, method), rdtype)
+    y_one = jnp.asarray(y0s if y0s.ndim == 1 else y0s[0])
+    system_n = check_members(system, method, batched_system, "ensemble", y_one, np.asarray(dt, rdtype))
+    if system_n is None and y0s.ndim == 1:
+        raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
+                         "parameters pass batched_system=True)")
+    if system_n is not None and y0s.ndim == 2 and y0s.shape[0] != system_n:
+        raise ValueError(f"ensemble: the leading axes differ: y0s has N = {y0s.shape[0]} members, the batched "
+                         f"system's arrays have {system_n}")
+    if y0s.ndim == 1:
+        y0s = np.broadcast_to(y0s, (system_n, y0s.shape[0]))
+    if system_n is None:
+        system.check_state(y_one)
+    return Inputs(system, method, y0s, y_one, n_steps, save_every, rdtype, system_n is not None)

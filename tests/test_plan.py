@@ -1,0 +1,43 @@
+"""The layout of an ensemble run (lpjax._ensemble._plan), fixed from its inputs before any work:
+chunks, devices, worker threads and the kernel, printable."""
+
+import dataclasses
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from lpjax._ensemble._kernel import CPU_BLOCK
+from lpjax._ensemble._plan import CPU_CHUNK, make_plan
+
+
+def test_the_native_kernel_runs_an_ensemble_as_one_chunk_on_its_own_threads():
+    pytest.importorskip("llvmlite")
+    plan = make_plan(100_000, 6, 200, 200, np.float64, False, "native")
+    assert (plan.kernel, plan.platform, plan.devices, plan.workers) == ("native", "cpu", None, 1)
+    assert (plan.chunk, plan.n_chunks, plan.padded, plan.n_save, plan.span(0)) == (100_000, 1, 100_000, 1, (0, 100_000))
+    assert str(plan) == ("100000 members of size 6, 200 steps saved every 200, float64: kernel 'native' on one cpu "
+                         "device, 1 chunk(s) of 100000 over 1 worker thread(s)")
+
+
+def test_the_scan_splits_an_ensemble_over_worker_threads_in_chunks():
+    plan = make_plan(100_000, 3, 40, 10, np.float32, True, "scan")
+    workers = max(1, min(os.cpu_count() or 1, 4))
+    chunk = min(CPU_CHUNK, max(CPU_BLOCK, -(-100_000 // workers)))
+    assert (plan.workers, plan.chunk, plan.n_save, plan.dtype) == (workers, chunk, 4, np.float32)
+    assert plan.n_chunks == -(-100_000 // chunk) and plan.span(plan.n_chunks - 1)[1] == 100_000
+    assert "batched system" in str(plan)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.chunk = 1
+
+
+def test_a_given_chunk_size_and_several_devices():
+    plan = make_plan(2500, 3, 4, 2, np.float64, False, "auto", chunk_size=1000)
+    assert (plan.chunk, plan.n_chunks, plan.span(2)) == (1000, 3, (2000, 2500))
+    with pytest.raises(ValueError, match="chunk_size"):
+        make_plan(2500, 3, 4, 2, np.float64, False, "auto", chunk_size=0)
+    two = [jax.devices()[0]] * 2  # several devices: each chunk split over them, the scan under "auto"
+    plan = make_plan(10, 3, 4, 2, np.float64, False, "auto", two, 3)
+    assert (plan.kernel, plan.workers, plan.chunk, plan.padded, plan.n_chunks) == ("scan", 1, 3, 4, 4)
+    assert "2 cpu devices" in str(plan)
