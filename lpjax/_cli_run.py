@@ -76,3 +76,4 @@ def _write_npz(path: str, **arrays) -> None:
             os.fsync(f.fileno())
 
     _atomic_write(path, write)
+

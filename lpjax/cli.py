@@ -19,58 +19,18 @@ import click
 import numpy as np
 
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
+from ._cli_args import _as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _writable_target
 from ._cli_run import _result_text, _run_metadata, _run_with_progress, _write_npz
-from ._io import require_matplotlib
 
 _MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
 _REPRODUCE_DEFAULT_OUT = "results/<seed>/"
 
 
-class _Failure(Exception):
-    """An error to report as one line."""
-
-
 def _x64() -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-
-
-def _writable_target(path: str, flag: str, suffix: Optional[str] = None) -> None:
-    """Check, before any work, that ``path`` can be written (and has ``suffix``)."""
-    if suffix and not path.lower().endswith(suffix):
-        raise _Failure(f"{flag} {path!r}: expected a {suffix} file name")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise _Failure(f"{flag} {path!r}: the folder {folder!r} does not exist or is not writable")
-    if os.path.isdir(path) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise _Failure(f"{flag} {path!r}: exists and cannot be overwritten")
-
-
-def _need_matplotlib(who: str) -> None:
-    try:
-        require_matplotlib(who)
-    except ImportError as e:
-        raise _Failure(str(e)) from None
-
-
-def _positive_finite(value: float, flag: str) -> float:
-    if not (np.isfinite(value) and value > 0):
-        raise _Failure(f"{flag} must be finite and > 0, got {value}")
-    return value
-
-
-def _parse_y0(text: Optional[str]) -> Optional[list]:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text if text.strip().startswith("[") else f"[{text}]")
-    except json.JSONDecodeError:
-        raise _Failure(f"--y0 expects numbers separated by commas (or a JSON list), got {text!r}") from None
-    if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value):
-        raise _Failure(f"--y0 expects finite numbers, got {text!r}")
-    return [float(v) for v in value]
 
 
 # ----------------------------------------------------------------------------- the group
@@ -252,15 +212,29 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
 @click.option("--progress/--no-progress", default=None, help="a progress bar over chunks (default: when stderr is a terminal)")
 @click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused"]), default="auto", show_default=True,
               help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
+@click.option("--processes", type=click.IntRange(min=1), help="start K local processes of one run, each on its share of the cores")
+@click.option("--distributed/--no-distributed", default=None,
+              help="join a multi-process run (jax.distributed; default: when a launcher started several processes)")
 def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, y0, params, observe, out, resume,
-                 progress, kernel):
+                 progress, kernel, processes, distributed):
     """Run an ensemble around a state of SYSTEM into a zarr store."""
     if n_members < 1 or steps < 1:
         raise _Failure("--n and --steps must be >= 1")
     _positive_finite(dt, "--dt")
     if not (np.isfinite(spread) and spread >= 0):
         raise _Failure(f"--spread must be finite and >= 0, got {spread}")
+    from ._ensemble._processes import initialize, launch_local, launched
+
+    if (processes or 1) > 1:
+        args = _as_args(click.get_current_context(), ("processes", "distributed"))
+        if code := launch_local(processes, ["-c", "from lpjax.cli import main; main()", "ensemble", *args, "--distributed"]):
+            raise _Failure(f"--processes {processes}: a process ended with status {code}")
+        return
     _x64()
+    if distributed or (distributed is None and launched()):
+        initialize()
+    import jax
+
     from ._catalog import build
     from ._ensemble import ensemble
 
@@ -276,6 +250,8 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     except FileExistsError:
         raise _Failure(f"{out} already holds a store; pass --resume to finish it, or remove it to start again") from None
     wall = time.perf_counter() - t
+    if jax.process_index():
+        return
     click.echo(f"{n_members} members x {steps} steps of {entry.name} with {method}: {wall:.2f} s "
                f"({n_members * steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
     click.echo(f"  wrote {out}")

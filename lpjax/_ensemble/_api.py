@@ -14,7 +14,6 @@ split over them with ``shard_map``.
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import sys
 from typing import Callable, Optional, Union
 
@@ -24,16 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from .._checks import cast_floats, eval_shape_cached, run_dtype
+from .._checks import cast_floats, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel
 from ._plan import Plan, make_plan
-from ._store import (
-    RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
-    run_settings,
-)
-from ._validate import Inputs, check_members, check_schedule, first_member, observe_fn, validated
+from ._results import Results
+from ._store import EnsembleSolution, open_ensemble, stored_chunk_size
+from ._validate import Inputs, check_members, check_schedule, observe_fn, validated
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
@@ -146,24 +143,24 @@ def ensemble(
             ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
             (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
         chunk_size: members per chunk, the unit of dispatch, storage, progress and resume
-            (default 16384 on CPU, 2²⁰ native or on an accelerator; at most N). Within a chunk
-            the members run in blocks of 2048 (CPU scan; time inside block, members last).
+            (default 16384 on CPU, 2²⁰ native or on an accelerator; at most N, and at most
+            N / (processes × worker threads), 2048 at least on CPU; a resumed run keeps its
+            store's). Within a chunk the members run in blocks of 2048 (CPU scan; time inside
+            block, members last).
         out: a zarr v3 store (a directory) written chunk by chunk; its attributes hold the
             lpjax version, the system and method, dt, n_steps, ``metadata`` (e.g. seeds), the
             creation time and the settings' fingerprint. It is checked for writing before any work.
         resume: finish an existing store made with the same settings (only its missing chunks
-            run; the arrays come out bit-identical to an uninterrupted run); another store's
-            settings are refused.
+            run, on any number of processes; the arrays come out bit-identical to an
+            uninterrupted run); another store's settings are refused.
         progress: a progress bar over chunks (tqdm); default on when stderr is a terminal.
         throw: raise ``RuntimeError`` naming the failed members at the end. Otherwise a failed
             member only has its own ``result`` code: it never stops or changes the others.
         dtype: float32 or float64 for the states and the system's arrays (default ``y0s``'s);
             float64 with JAX's x64 off is an error.
-        devices: the devices to split each chunk over (``shard_map`` on the member axis;
-            default all of them when there are several). Results match one device bit for bit.
-            Several hosts: after ``jax.distributed.initialize()``, run each host's share of the
-            members with ``devices=jax.local_devices()`` and its own ``out``; one run over
-            every host's devices is not supported yet (the chunk is built on the host).
+        devices: the devices of this process to split each chunk over (``shard_map`` on the
+            member axis; default all of ``jax.local_devices()`` when there are several). Results
+            match one device bit for bit.
         kernel: how a block of members runs (the results agree to roundoff):
 
             - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
@@ -181,91 +178,34 @@ def ensemble(
             A program the entrywise evaluator cannot run (an unsupported primitive) falls back
             to ``"scan"`` with a warning naming the primitive, once per method and system.
 
+    **Several processes** (after ``jax.distributed.initialize()``, by the user, a launcher, or
+    ``lpjax ensemble --processes K``/``--distributed``): every process calls :func:`ensemble` with
+    the same arguments (refused otherwise) and runs its share of the chunks on its own devices:
+    a contiguous run of the chunks still to do. With ``out`` (a directory every process can
+    reach, e.g. on a shared file system) they write into the one store, process 0 writes its
+    final attributes once all are done, and each returns the whole solution; ``resume=True``
+    after a lost process runs the missing chunks on any number of processes. Without ``out``
+    each process returns only its own members (:attr:`EnsembleSolution.first_member` says
+    where they start). See the documentation's "Running on a cluster".
+
     Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
     :func:`ensemble_function` returns for the same arguments.
     """
     inp = validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_system, metadata)
-    plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size)
+    if chunk_size is None and resume and out is not None:
+        chunk_size = stored_chunk_size(out)  # a run resumed elsewhere (other processes, cores) keeps its chunks
+    plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
+                     jax.process_count(), jax.process_index())
     observe_name, observe_f = observe_fn(observe)
     fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
                         plan.platform, plan.dtype, plan.batched)
-    results = _Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata)
+    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata)
     _run_chunks(plan, fn, inp, results, progress)
     return results.solution(throw)
 
 
-class _Results:
-    """Where a run's chunks go, a zarr store (``out``) or arrays in memory, and the solution
-    made of them. The store's settings and fingerprint are fixed here, before any work."""
-
-    def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata):
-        N, n_save, system = plan.members, plan.n_save, inp.system
-        probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
-        shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in probe.items()}
-        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32),
-                       "ts": ((n_save + 1,), plan.dtype)})
-        shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
-                       for k in STATS})
-        self.plan, self.observables, self.y0s = plan, list(probe), inp.y0s
-        self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
-        self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
-                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata)
-        self.inputs = {"y0s": inp.y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
-        self.store, self.arrays = None, None
-        if out is not None:
-            fp = {**self.settings, "system": describe(system), "method": describe(inp.method),
-                  "y0s": array_digest(inp.y0s)}
-            attrs = {**self.settings, "fingerprint": fingerprint(fp), "observables": self.observables,
-                     "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                     "result_names": list(RESULT_NAMES)}
-            self.store = Store(out, attrs, shapes, plan.n_chunks, plan.chunk, resume, self.inputs)
-            self.store.write("ts", 0, self.ts)
-        else:  # every chunk fills them
-            self.arrays = {k: np.empty(shape, dtype) for k, (shape, dtype) in shapes.items() if k != "ts"}
-
-    def todo(self) -> list:
-        """The chunks not yet done (all of them, without a store)."""
-        return [k for k in range(self.plan.n_chunks) if self.store is None or not self.store.done[k]]
-
-    def into(self, idx) -> Optional[dict]:
-        """The result arrays' rows ``idx``, for the native kernel to write into (None with a store)."""
-        return self.arrays and {k: a[idx] for k, a in self.arrays.items()}
-
-    def save(self, k: int, lo: int, outs) -> None:
-        """Chunk ``k``'s outputs (members from ``lo``), then its flag in the store."""
-        y_final, saved, result, stats = outs
-        parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
-                 **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
-        for name, a in parts.items():
-            if self.store is not None:
-                self.store.write(name, lo, a)
-            elif not np.may_share_memory(dst := self.arrays[name][lo : lo + a.shape[0]], a):  # the native kernel wrote it
-                dst[...] = a
-        if self.store is not None:
-            self.store.mark_done(k)
-
-    def solution(self, throw: bool) -> EnsembleSolution:
-        """The :class:`EnsembleSolution` (opened from the store, if any); ``throw``: raise
-        ``RuntimeError`` naming the failed members."""
-        if self.store is not None:
-            sol = open_ensemble(self.store.path)
-        else:
-            a = self.arrays
-            sol = EnsembleSolution(ts=self.ts, observables={k: a[f"observables/{k}"] for k in self.observables},
-                                   final_state=a["final_state"], result=a["result"],
-                                   stats={k: a[f"stats/{k}"] for k in STATS}, chunk_size=self.plan.chunk,
-                                   y0s=self.y0s, settings=self.settings,
-                                   system_arrays={k[len("system/"):]: v for k, v in self.inputs.items() if k != "y0s"})
-        if throw and sol.failed.size:
-            bad = sol.failed
-            codes = np.asarray(sol.result[:])[bad]
-            raise RuntimeError(f"ensemble: {bad.size} of {self.plan.members} members failed: indices {bad[:20].tolist()}"
-                               f"{' ...' if bad.size > 20 else ''} ({', '.join(sorted({RESULT_NAMES[c] for c in codes}))})")
-        return sol
-
-
-def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: _Results, progress) -> None:
-    """Every chunk not yet done: the first alone (it compiles), the rest on ``plan.workers``
+def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, progress) -> None:
+    """This process's chunks not yet done: the first alone (it compiles), the rest on ``plan.workers``
     threads, each saving its own chunk (disjoint slices, so no finished chunk's output is held
     in a future: memory stays the output plus one chunk per worker), under a progress bar."""
     dyn = eqx.filter(inp.system, eqx.is_array)
@@ -279,11 +219,11 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: _Results
                 else _run_chunk(fn, jnp.asarray(inp.y0s[idx]), dyn_k, plan.devices))  # native: into the result's arrays
         results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
 
-    todo = results.todo()
-    show = sys.stderr.isatty() if progress is None else bool(progress)
+    todo = results.chunks
+    show = sys.stderr.isatty() and plan.process == 0 if progress is None else bool(progress)
     from tqdm.auto import tqdm
 
-    with tqdm(total=plan.n_chunks, initial=plan.n_chunks - len(todo), unit="chunk", disable=not show,
+    with tqdm(total=len(todo), unit="chunk", disable=not show,
               desc="ensemble", postfix=f"{plan.members} members x {plan.n_steps} steps") as bar:
         if todo:  # the first chunk alone: it compiles
             compute(todo[0])

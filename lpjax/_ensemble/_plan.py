@@ -1,5 +1,5 @@
 """The layout of an :func:`lpjax.ensemble` run (:class:`Plan`), fixed from its inputs before any
-work: chunks, devices, worker threads and the kernel."""
+work: chunks, processes, devices, worker threads and the kernel."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 
 from .._checks import positive_int
 from ._kernel import CPU_BLOCK, platform_of, resolve_kernel
+from ._processes import share
 
 __all__ = ["Plan", "make_plan"]
 
@@ -25,7 +26,8 @@ class Plan:
     every ``save_every``, in ``dtype`` (``batched``: a system batched over parameters); the
     ``kernel`` on ``platform``; chunks of ``chunk`` members (the unit of dispatch, storage,
     progress and resume), each split over ``devices`` (None: one device); ``workers`` threads
-    over the chunks."""
+    over the chunks; ``processes`` processes (``jax.distributed``), this one being ``process``,
+    each running its share of the chunks (:meth:`mine`)."""
 
     members: int
     state_size: int
@@ -38,6 +40,8 @@ class Plan:
     devices: Optional[tuple]
     workers: int
     chunk: int
+    processes: int = 1
+    process: int = 0
 
     @property
     def n_save(self) -> int:
@@ -57,28 +61,41 @@ class Plan:
         """The members ``lo … hi − 1`` of chunk ``k``."""
         return k * self.chunk, min(self.members, (k + 1) * self.chunk)
 
+    def mine(self, todo: list) -> list:
+        """This process's share of the chunks ``todo`` (every process is given the same list):
+        a contiguous, balanced run of them, so that a fresh run's share is a pure function of the
+        chunk index and the process count."""
+        return list(todo)[share(len(todo), self.processes, self.process)]
+
     def __str__(self) -> str:
         where = f"{len(self.devices)} {self.platform} devices" if self.devices else f"one {self.platform} device"
         return (f"{self.members} members of size {self.state_size}, {self.n_steps} steps saved every "
                 f"{self.save_every}, {np.dtype(self.dtype)}{', batched system' if self.batched else ''}: "
                 f"kernel {self.kernel!r} on {where}, {self.n_chunks} chunk(s) of {self.chunk} over "
-                f"{self.workers} worker thread(s)")
+                f"{self.workers} worker thread(s)"
+                + (f", process {self.process} of {self.processes}" if self.processes > 1 else ""))
 
 
 def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel: str,
-              devices=None, chunk_size: Optional[int] = None) -> Plan:
+              devices=None, chunk_size: Optional[int] = None, processes: int = 1, process: int = 0) -> Plan:
     """The plan of a run (see :func:`lpjax.ensemble` for ``kernel``, ``devices`` and
     ``chunk_size``). Several devices: each chunk is split over them (``shard_map``), with the
-    scan kernel under ``"auto"``. On CPU, a chunk per worker thread at least."""
+    scan kernel under ``"auto"``; the devices are this process's own (default: all of them, when
+    there are several)."""
     chunk_size = None if chunk_size is None else positive_int(chunk_size, "chunk_size")
     if devices is None:
-        devices = jax.devices() if len(jax.devices()) > 1 else None
+        devices = jax.local_devices() if len(jax.local_devices()) > 1 else None
+    elif other := [d for d in devices if d.process_index != process]:
+        raise ValueError(f"ensemble: devices must be this process's own (jax.local_devices()), got {other} of "
+                         "another process; each process of a multi-process run runs its chunks on its own devices")
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     platform = platform_of(None, devices)
     kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)
     workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
     chunk = min(chunk_size or (CPU_CHUNK if platform == "cpu" and kernel != "native" else ACCEL_CHUNK), members)
-    if chunk_size is None and platform == "cpu":
-        chunk = min(chunk, max(CPU_BLOCK, -(-members // workers)))
+    if chunk_size is None:  # a chunk per worker thread (on CPU, a block at least) and per process
+        if platform == "cpu":
+            chunk = min(chunk, max(CPU_BLOCK, -(-members // (workers * processes))))
+        chunk = min(chunk, -(-members // processes))
     return Plan(members, state_size, n_steps, save_every, np.dtype(dtype), batched, kernel, platform, devices, workers,
-                chunk)
+                chunk, processes, process)

@@ -45,11 +45,16 @@ class EnsembleSolution(eqx.Module):
         y0s: the initial states ``(N, d)``.
         system_arrays: ``{path: array}``, the system's arrays by their path in the module
             (``"hamiltonian.inertia"``), with a leading axis N when the system was batched.
+        first_member: the index in the whole ensemble of this solution's first member: nonzero
+            only on the processes after the first of a multi-process run without a store, which
+            each return their own members.
         settings: the run's settings, as stored: ``system`` and ``method`` (one-line
             descriptions) with ``system_arrays``/``method_arrays`` (dtype, shape and SHA-256 of
             each array), ``dt`` (a number), ``n_steps``, ``save_every``, ``observe``,
             ``members``, ``batched_system``, ``dtype``, ``kernel``, ``chunk_size``, ``lpjax``
-            (version), ``metadata``, and, in a store, ``created`` and ``fingerprint``.
+            (version), ``metadata``, and, in a store, ``created``, ``fingerprint``, ``processes``
+            (the process count of the run that made it) and ``finished`` (``time`` and
+            ``processes`` of the run that finished it).
 
     Reductions over the members (:meth:`mean`, :meth:`min`, :meth:`max`, :meth:`quantile`) read
     the members a chunk at a time (a block of saves at a time for quantiles) and by default
@@ -66,6 +71,7 @@ class EnsembleSolution(eqx.Module):
     y0s: Any = None
     system_arrays: dict = dataclasses.field(default_factory=dict)
     settings: dict = dataclasses.field(default_factory=dict)
+    first_member: int = 0
 
     result_names: tuple = RESULT_NAMES
 
@@ -204,51 +210,73 @@ def fingerprint(settings: dict) -> str:
 class Store:
     """A zarr v3 group: the arrays of :class:`EnsembleSolution` plus ``chunk_done`` (one flag per
     chunk, written after the chunk's arrays; zarr writes each file through a temporary file and
-    a rename, so a killed run leaves whole files, and a chunk without its flag is recomputed)."""
+    a rename, so a killed run leaves whole files, and a chunk without its flag is recomputed).
+    Each chunk is one zarr chunk of every per-member array, so processes writing different
+    chunks never write the same file. ``Store(path)`` opens an existing store for writing;
+    :meth:`make` makes or resumes one."""
 
-    def __init__(self, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool, inputs: dict):
-        """``inputs``: ``{name: array}`` written once, when the store is made (``y0s``,
-        ``system/<path>``)."""
+    def __init__(self, path: str):
         import zarr
 
         self.path = os.fspath(path)
-        exists = os.path.exists(os.path.join(self.path, "zarr.json"))
+        self.group = zarr.open_group(self.path, mode="r+")
+
+    @property
+    def done(self) -> np.ndarray:
+        """The flags of the chunks done, as booleans."""
+        return np.asarray(self.group["chunk_done"][:]).astype(bool)
+
+    @classmethod
+    def make(cls, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool, inputs: dict) -> "Store":
+        """A new store at ``path``, or with ``resume`` the one there if it has the same
+        ``attrs["fingerprint"]``. ``inputs``: ``{name: array}`` written once, when the store is
+        made (``y0s``, ``system/<path>``)."""
+        import zarr
+
+        path = os.fspath(path)
+        exists = os.path.exists(os.path.join(path, "zarr.json"))
         if exists and not resume:
-            raise FileExistsError(f"ensemble: {self.path} already holds a store; pass resume=True to finish it, "
+            raise FileExistsError(f"ensemble: {path} already holds a store; pass resume=True to finish it, "
                                   "or remove it to start again")
         if exists:
-            group = zarr.open_group(self.path, mode="r+")
-            old = group.attrs.get("fingerprint")
+            old = zarr.open_group(path, mode="r").attrs.get("fingerprint")
             if old != attrs["fingerprint"]:
-                raise ValueError(f"ensemble: the store {self.path} was made with other settings (fingerprint {old}, "
+                raise ValueError(f"ensemble: the store {path} was made with other settings (fingerprint {old}, "
                                  f"this run {attrs['fingerprint']}: system, method, dt, n_steps, save_every, observe, "
                                  "initial states, chunk size or dtype differ); write to another path, or remove it")
-            self.group = group
-        else:
-            try:
-                os.makedirs(self.path, exist_ok=True)
-                probe = os.path.join(self.path, ".lpjax-write-test")
-                with open(probe, "w") as f:
-                    f.write("")
-                os.remove(probe)
-            except OSError as e:
-                raise PermissionError(f"ensemble: cannot write the store at {self.path}: {e}") from None
-            group = zarr.open_group(self.path, mode="w", attributes=attrs)
-            for name, (shape, dtype) in shapes.items():
-                group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]) if name != "ts" else shape,
-                                   fill_value=0)
-            for name, a in inputs.items():
-                group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunk, *a.shape[1:]) if a.ndim else (),
-                                   fill_value=0)[...] = a
-            group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
-            self.group = group
-        self.done = np.asarray(self.group["chunk_done"][:]).astype(bool)
+            return cls(path)
+        try:
+            os.makedirs(path, exist_ok=True)
+            probe = os.path.join(path, ".lpjax-write-test")
+            with open(probe, "w") as f:
+                f.write("")
+            os.remove(probe)
+        except OSError as e:
+            raise PermissionError(f"ensemble: cannot write the store at {path}: {e}") from None
+        group = zarr.open_group(path, mode="w", attributes=attrs)
+        for name, (shape, dtype) in shapes.items():
+            group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]) if name != "ts" else shape,
+                               fill_value=0)
+        for name, a in inputs.items():
+            group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunk, *a.shape[1:]) if a.ndim else (),
+                               fill_value=0)[...] = a
+        group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
+        return cls(path)
 
     def write(self, name: str, lo: int, a: np.ndarray) -> None:
         self.group[name][lo : lo + a.shape[0]] = a
 
     def mark_done(self, k: int) -> None:
         self.group["chunk_done"][k : k + 1] = np.ones(1, np.uint8)
+
+
+def stored_chunk_size(path) -> Optional[int]:
+    """The chunk size of the store at ``path``, if there is one (a resumed run keeps it)."""
+    try:
+        with open(os.path.join(os.fspath(path), "zarr.json")) as f:
+            return int(json.load(f)["attributes"]["chunk_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def open_ensemble(path: str) -> EnsembleSolution:

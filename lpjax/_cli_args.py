@@ -1,0 +1,71 @@
+"""The command line's arguments: checks that end in one line (:class:`_Failure`), and the
+arguments of a parsed command given again to child processes (:func:`_as_args`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from ._io import require_matplotlib
+
+
+class _Failure(Exception):
+    """An error to report as one line."""
+
+
+def _writable_target(path: str, flag: str, suffix: Optional[str] = None) -> None:
+    """Check, before any work, that ``path`` can be written (and has ``suffix``)."""
+    if suffix and not path.lower().endswith(suffix):
+        raise _Failure(f"{flag} {path!r}: expected a {suffix} file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise _Failure(f"{flag} {path!r}: the folder {folder!r} does not exist or is not writable")
+    if os.path.isdir(path) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise _Failure(f"{flag} {path!r}: exists and cannot be overwritten")
+
+
+def _need_matplotlib(who: str) -> None:
+    try:
+        require_matplotlib(who)
+    except ImportError as e:
+        raise _Failure(str(e)) from None
+
+
+def _positive_finite(value: float, flag: str) -> float:
+    if not (np.isfinite(value) and value > 0):
+        raise _Failure(f"{flag} must be finite and > 0, got {value}")
+    return value
+
+
+def _parse_y0(text: Optional[str]) -> Optional[list]:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text if text.strip().startswith("[") else f"[{text}]")
+    except json.JSONDecodeError:
+        raise _Failure(f"--y0 expects numbers separated by commas (or a JSON list), got {text!r}") from None
+    if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value):
+        raise _Failure(f"--y0 expects finite numbers, got {text!r}")
+    return [float(v) for v in value]
+
+
+def _as_args(ctx, drop: tuple = ()) -> list:
+    """The command line that gives ``ctx``'s command its parsed parameters again (without those
+    named in ``drop``), for child processes that run the same command."""
+    import click
+
+    args = []
+    for p in ctx.command.params:
+        v = ctx.params.get(p.name)
+        if p.name in drop or v is None:
+            continue
+        if isinstance(p, click.Argument):
+            args.append(str(v))
+        elif p.is_flag:
+            args += [p.opts[0]] if v else p.secondary_opts[:1]
+        else:
+            args += [x for item in (v if p.multiple else (v,)) for x in (p.opts[0], str(item))]
+    return args

@@ -1,0 +1,126 @@
+"""Where an :func:`lpjax.ensemble` run's chunks go (:class:`Results`): a zarr store or arrays in
+memory, this process's share of the chunks, and the :class:`EnsembleSolution` made of them.
+
+Over several processes (``jax.distributed``): the processes first agree on the settings'
+fingerprint; process 0 makes (or checks, to resume) the store and tells the others which chunks
+are done, or its error; each process runs its share of the chunks still to do and writes them
+into the one store; after a barrier process 0 writes the final attribute (``finished``: the
+time and the process count). Without a store each process keeps its own members.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Optional
+
+import numpy as np
+
+from .._checks import eval_shape_cached
+from ._plan import Plan
+from ._processes import Group
+from ._store import (
+    RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
+    run_settings,
+)
+from ._validate import Inputs, first_member
+
+__all__ = ["Results"]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+class Results:
+    """The results of a run: the store's settings and fingerprint are fixed here, before any
+    work; :attr:`chunks` are this process's chunks to run."""
+
+    def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata):
+        N, n_save, system = plan.members, plan.n_save, inp.system
+        probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
+        shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in probe.items()}
+        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32),
+                       "ts": ((n_save + 1,), plan.dtype)})
+        shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
+                       for k in STATS})
+        self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
+        self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
+        self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
+                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata)
+        self.inputs = {"y0s": inp.y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
+        self.store, self.arrays, todo = None, None, list(range(plan.n_chunks))
+        if out is not None or plan.processes > 1:
+            fp = fingerprint({**self.settings, "system": describe(system), "method": describe(inp.method),
+                              "y0s": array_digest(inp.y0s)})
+            self.group.agree(fp)
+        if out is not None:
+            attrs = {**self.settings, "fingerprint": fp, "observables": self.observables, "created": _now(),
+                     "result_names": list(RESULT_NAMES), "processes": plan.processes}
+            done = self._open(out, attrs, shapes, resume)
+            todo = [k for k in todo if not done[k]]
+        self.chunks = plan.mine(todo)
+        if out is None:  # every chunk of this process fills them: members lo ... hi - 1
+            self.lo = plan.span(self.chunks[0])[0] if self.chunks else 0
+            hi = plan.span(self.chunks[-1])[1] if self.chunks else 0
+            self.arrays = {k: np.empty((hi - self.lo, *shape[1:]), dtype) for k, (shape, dtype) in shapes.items()
+                           if k != "ts"}
+
+    def _open(self, out, attrs: dict, shapes: dict, resume: bool) -> np.ndarray:
+        """Process 0 makes or checks the store and tells every process which chunks are done (or
+        its error); the others open it after."""
+        error = None
+        if self.group.index == 0:
+            try:
+                self.store = Store.make(out, attrs, shapes, self.plan.n_chunks, self.plan.chunk, resume, self.inputs)
+                self.store.write("ts", 0, self.ts)
+            except (OSError, ValueError) as e:
+                error = e
+        done = self.group.from_first(self.store and self.store.done.astype(np.uint8), error, self.plan.n_chunks)
+        self.store = self.store or Store(out)
+        return done.astype(bool)
+
+    def into(self, idx) -> Optional[dict]:
+        """The result arrays' rows for the members ``idx`` (a slice), for the native kernel to
+        write into (None with a store)."""
+        if self.arrays is None:
+            return None
+        rows = slice(idx.start - self.lo, idx.stop - self.lo)
+        return {k: a[rows] for k, a in self.arrays.items()}
+
+    def save(self, k: int, lo: int, outs) -> None:
+        """Chunk ``k``'s outputs (members from ``lo``), then its flag in the store."""
+        y_final, saved, result, stats = outs
+        parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
+                 **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
+        for name, a in parts.items():
+            if self.store is not None:
+                self.store.write(name, lo, a)
+            elif not np.may_share_memory(dst := self.arrays[name][lo - self.lo : lo - self.lo + a.shape[0]], a):
+                dst[...] = a  # (unless the native kernel wrote it)
+        if self.store is not None:
+            self.store.mark_done(k)
+
+    def solution(self, throw: bool) -> EnsembleSolution:
+        """The :class:`EnsembleSolution` (opened from the store, if any, once every process is
+        done; else this process's members); ``throw``: raise ``RuntimeError`` naming the failed
+        members."""
+        if self.store is not None:
+            self.group.barrier("chunks written")
+            if self.group.index == 0:
+                self.store.group.attrs["finished"] = {"time": _now(), "processes": self.plan.processes}
+            self.group.barrier("store finished")
+            sol = open_ensemble(self.store.path)
+        else:
+            a, own = self.arrays, slice(self.lo, self.lo + self.arrays["result"].shape[0])
+            sol = EnsembleSolution(ts=self.ts, observables={k: a[f"observables/{k}"] for k in self.observables},
+                                   final_state=a["final_state"], result=a["result"],
+                                   stats={k: a[f"stats/{k}"] for k in STATS}, chunk_size=self.plan.chunk,
+                                   y0s=self.inputs["y0s"][own], settings=self.settings, first_member=self.lo,
+                                   system_arrays={k[len("system/"):]: v[own] if self.plan.batched else v
+                                                  for k, v in self.inputs.items() if k != "y0s"})
+        if throw and sol.failed.size:
+            bad = sol.failed + sol.first_member
+            codes = np.asarray(sol.result[:])[sol.failed]
+            raise RuntimeError(f"ensemble: {bad.size} of {self.plan.members} members failed: indices {bad[:20].tolist()}"
+                               f"{' ...' if bad.size > 20 else ''} ({', '.join(sorted({RESULT_NAMES[c] for c in codes}))})")
+        return sol
