@@ -71,8 +71,8 @@ class Results:
         error = None
         if self.group.index == 0:
             try:
-                self.store = Store.make(out, attrs, shapes, self.plan.n_chunks, self.plan.chunk, resume, self.inputs)
-                self.store.write("ts", 0, self.ts)
+                self.store = Store.make(out, attrs, shapes, self.plan.n_chunks, self.plan.chunk, resume, self.inputs,
+                                        self.ts)
             except (OSError, ValueError) as e:
                 error = e
         done = self.group.from_first(self.store and self.store.done.astype(np.uint8), error, self.plan.n_chunks)

@@ -227,10 +227,11 @@ class Store:
         return np.asarray(self.group["chunk_done"][:]).astype(bool)
 
     @classmethod
-    def make(cls, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool, inputs: dict) -> "Store":
+    def make(cls, path: str, attrs: dict, shapes: dict, n_chunks: int, chunk: int, resume: bool, inputs: dict,
+             ts: np.ndarray) -> "Store":
         """A new store at ``path``, or with ``resume`` the one there if it has the same
         ``attrs["fingerprint"]``. ``inputs``: ``{name: array}`` written once, when the store is
-        made (``y0s``, ``system/<path>``)."""
+        made (``y0s``, ``system/<path>``), as are the save times ``ts``."""
         import zarr
 
         path = os.fspath(path)
@@ -260,6 +261,7 @@ class Store:
         for name, a in inputs.items():
             group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=(chunk, *a.shape[1:]) if a.ndim else (),
                                fill_value=0)[...] = a
+        group["ts"][...] = ts
         group.create_array("chunk_done", shape=(n_chunks,), dtype="uint8", chunks=(1,), fill_value=0)
         return cls(path)
 
