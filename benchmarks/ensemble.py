@@ -1,6 +1,7 @@
 """Ensemble throughput of ``lpjax.ensemble`` against a parallel structure-of-arrays numba loop.
 
     python benchmarks/ensemble.py [--quick] [--out benchmarks/results/] [--memory]
+    python benchmarks/ensemble.py --processes [--out benchmarks/results/]
 
 Rows (float64, CPU, random initial states from ``numpy.random.default_rng(SEED)``), in
 body-steps per second: the median of the second and later calls, up to 15 of them within
@@ -28,6 +29,14 @@ members' mean iterations to meet the tolerance (``stats["mean_iterations"]``).
 
 ``--memory`` adds the acceptance run of issue 13 in a fresh process: 10⁶ members × 10⁴ steps
 of the rigid body under Moser–Veselov, the energy saved every 100 steps, peak resident memory.
+
+``--processes`` runs only the split over processes (issue 29) and writes
+``ensemble_processes.json``: N = 2·10⁵ Suris members (200 steps) as one ``jax.distributed`` run
+of two local processes, each pinned to one core (gloo collectives), against one process pinned
+to one core; into a zarr store (every process writes its chunks, barriers, process 0 finishes
+it) and without one (each process keeps its own members). Each row is process 0's time of the
+whole ``ensemble`` call (from a barrier before it), the median of :data:`PROCESS_CALLS` calls
+after the first.
 """
 
 from __future__ import annotations
@@ -198,13 +207,84 @@ def _native_compile_times() -> dict:
     return {"case": "GL4, heavy top, kernel='native', 64 members x 10 steps", "cold_cache": out[0], "warm_cache": out[1]}
 
 
+PROCESS_CALLS = 7
+_PROCESS_CHILD = """
+import json, os, shutil, statistics, sys, time
+import jax
+jax.config.update("jax_enable_x64", True)
+from lpjax._ensemble._processes import Group, initialize
+if int(os.environ["LPJAX_PROCESSES"]) > 1:
+    initialize()
+sys.path.insert(0, sys.argv[1])
+import ensemble as B
+import lpjax
+from lpjax.systems import lagrange_top
+system, method, y0s = lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(), B._states("top", 200_000)
+group, out = Group(jax.process_count(), jax.process_index()), {}
+for row in ("store", "no store"):
+    times = []
+    for k in range(B.PROCESS_CALLS + 1):
+        path = os.path.join(sys.argv[2], f"{row[:2]}{k}") if row == "store" else None
+        group.barrier("start")
+        t = time.perf_counter()
+        sol = lpjax.ensemble(system, method, y0s, 0.01, 200, out=path)
+        times.append(time.perf_counter() - t)
+        out[row] = {"members_here": sol.n_members, "chunk_size": sol.chunk_size, "failed": int(sol.failed.size)}
+        group.barrier("read")
+        if path and group.index == 0:
+            shutil.rmtree(path)
+    out[row].update(first_call_s=times[0], time_s=statistics.median(times[1:]), times_s=times[1:])
+"""
+
+
+def _processes_run(count: int, core_ids: list) -> dict:
+    """``_PROCESS_CHILD`` as ``count`` local processes over ``core_ids`` (one each)."""
+    import os
+    import tempfile
+
+    from lpjax._ensemble._processes import launch_local
+
+    mine = os.sched_getaffinity(0)
+    with tempfile.TemporaryDirectory() as where:
+        os.sched_setaffinity(0, core_ids)  # launch_local splits this process's cores among its children
+        try:
+            code = launch_local(count, ["-c", _PROCESS_CHILD + f"if group.index == 0: open({where + '/out.json'!r}, 'w')"
+                                        ".write(json.dumps(out))", str(H.REPO / "benchmarks"), where])
+        finally:
+            os.sched_setaffinity(0, mine)
+        if code:
+            raise RuntimeError(f"the {count}-process run ended with status {code}")
+        with open(os.path.join(where, "out.json")) as f:
+            return json.load(f)
+
+
+def _processes_main(out_dir) -> None:
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise SystemExit("--processes needs two cores")
+    one, two = _processes_run(1, cores[:1]), _processes_run(2, cores[:2])
+    rows = [{"row": row, "one_process_s": one[row]["time_s"], "two_processes_s": two[row]["time_s"],
+             "ratio": two[row]["time_s"] / one[row]["time_s"], "one": one[row], "two": two[row]} for row in one]
+    print(f"\nN = 2e5 Suris members x 200 steps, one core per process, {H.machine_line()}")
+    for r in rows:
+        print(f"  {r['row']:>8}: one process {r['one_process_s']:.3f} s, two processes {r['two_processes_s']:.3f} s, "
+              f"ratio {r['ratio']:.2f} (first calls {r['one']['first_call_s']:.2f} s, {r['two']['first_call_s']:.2f} s)")
+    H.write_json(out_dir / "ensemble_processes.json", {"metadata": H.metadata("ensemble --processes", "full", [], {}, ""),
+                                                       "members": 200_000, "steps": 200, "rows": rows})
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--memory-child":
         return _memory_child()
     ap = H.arg_parser(__doc__, "N = 10⁴ only")
     ap.add_argument("--memory", action="store_true", help="also the 10⁶ × 10⁴ Moser–Veselov memory run (long)")
+    ap.add_argument("--processes", action="store_true", help="only the run split over two processes")
     args = ap.parse_args()
     H.start()
+    if args.processes:
+        return _processes_main(args.out)
     Ns = [10_000] if args.quick else [10_000, 100_000, 1_000_000]
     rows = []
     for name, system, method, kind, dt, steps, numba_fn in _cases():

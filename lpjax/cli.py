@@ -194,6 +194,12 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
 # ----------------------------------------------------------------------------- ensemble, show
 
 
+# a process of `lpjax ensemble --processes K`: on an error, its line, then out at once (past
+# jax.distributed's shutdown barrier, which would wait for the others); the launcher stops them
+_CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n"
+          "    print(e.code, file=sys.stderr, flush=True)\n    os._exit(1)")
+
+
 @cli.command("ensemble")
 @click.argument("system", shell_complete=_complete_system)
 @click.option("--n", "n_members", type=int, required=True, help="members")
@@ -227,7 +233,7 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
 
     if (processes or 1) > 1:
         args = _as_args(click.get_current_context(), ("processes", "distributed"))
-        if code := launch_local(processes, ["-c", "from lpjax.cli import main; main()", "ensemble", *args, "--distributed"]):
+        if code := launch_local(processes, ["-c", _CHILD, "ensemble", *args, "--distributed"]):
             raise _Failure(f"--processes {processes}: a process ended with status {code}")
         return
     _x64()

@@ -19,8 +19,7 @@ from .._checks import eval_shape_cached
 from ._plan import Plan
 from ._processes import Group
 from ._store import (
-    RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, open_ensemble,
-    run_settings,
+    RESULT_NAMES, STATS, EnsembleSolution, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
 from ._validate import Inputs, first_member
 
@@ -39,15 +38,17 @@ class Results:
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
         shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in probe.items()}
-        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32),
-                       "ts": ((n_save + 1,), plan.dtype)})
+        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32)})
         shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
                        for k in STATS})
         self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
         self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
         self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
                                      plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata)
-        self.inputs = {"y0s": inp.y0s, **{f"system/{k}": a for k, a in arrays_by_path(system).items()}}
+        system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
+        # the inputs over the members are written with each chunk; the others once, with ts
+        self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}
+        self.fixed = {"ts": self.ts, **({} if plan.batched else system_arrays)}
         self.store, self.arrays, todo = None, None, list(range(plan.n_chunks))
         if out is not None or plan.processes > 1:
             fp = fingerprint({**self.settings, "system": describe(system), "method": describe(inp.method),
@@ -56,14 +57,13 @@ class Results:
         if out is not None:
             attrs = {**self.settings, "fingerprint": fp, "observables": self.observables, "created": _now(),
                      "result_names": list(RESULT_NAMES), "processes": plan.processes}
-            done = self._open(out, attrs, shapes, resume)
+            done = self._open(out, attrs, {**shapes, **{k: (a.shape, a.dtype) for k, a in self.inputs.items()}}, resume)
             todo = [k for k in todo if not done[k]]
         self.chunks = plan.mine(todo)
         if out is None:  # every chunk of this process fills them: members lo ... hi - 1
             self.lo = plan.span(self.chunks[0])[0] if self.chunks else 0
             hi = plan.span(self.chunks[-1])[1] if self.chunks else 0
-            self.arrays = {k: np.empty((hi - self.lo, *shape[1:]), dtype) for k, (shape, dtype) in shapes.items()
-                           if k != "ts"}
+            self.arrays = {k: np.empty((hi - self.lo, *shape[1:]), dtype) for k, (shape, dtype) in shapes.items()}
 
     def _open(self, out, attrs: dict, shapes: dict, resume: bool) -> np.ndarray:
         """Process 0 makes or checks the store and tells every process which chunks are done (or
@@ -71,8 +71,7 @@ class Results:
         error = None
         if self.group.index == 0:
             try:
-                self.store = Store.make(out, attrs, shapes, self.plan.n_chunks, self.plan.chunk, resume, self.inputs,
-                                        self.ts)
+                self.store = Store.make(out, attrs, shapes, self.plan.n_chunks, self.plan.chunk, resume, self.fixed)
             except (OSError, ValueError) as e:
                 error = e
         done = self.group.from_first(self.store and self.store.done.astype(np.uint8), error, self.plan.n_chunks)
@@ -88,10 +87,12 @@ class Results:
         return {k: a[rows] for k, a in self.arrays.items()}
 
     def save(self, k: int, lo: int, outs) -> None:
-        """Chunk ``k``'s outputs (members from ``lo``), then its flag in the store."""
+        """Chunk ``k``'s outputs (members from ``lo``), in a store with its inputs, then its flag."""
         y_final, saved, result, stats = outs
         parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
                  **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
+        if self.store is not None:
+            parts.update({name: a[lo : lo + y_final.shape[0]] for name, a in self.inputs.items()})
         for name, a in parts.items():
             if self.store is not None:
                 self.store.write(name, lo, a)
@@ -109,15 +110,16 @@ class Results:
             if self.group.index == 0:
                 self.store.group.attrs["finished"] = {"time": _now(), "processes": self.plan.processes}
             self.group.barrier("store finished")
-            sol = open_ensemble(self.store.path)
+            sol = self.store.solution()
         else:
             a, own = self.arrays, slice(self.lo, self.lo + self.arrays["result"].shape[0])
             sol = EnsembleSolution(ts=self.ts, observables={k: a[f"observables/{k}"] for k in self.observables},
                                    final_state=a["final_state"], result=a["result"],
                                    stats={k: a[f"stats/{k}"] for k in STATS}, chunk_size=self.plan.chunk,
                                    y0s=self.inputs["y0s"][own], settings=self.settings, first_member=self.lo,
-                                   system_arrays={k[len("system/"):]: v[own] if self.plan.batched else v
-                                                  for k, v in self.inputs.items() if k != "y0s"})
+                                   system_arrays={k[len("system/"):]: v[own] if k in self.inputs else v
+                                                  for k, v in {**self.fixed, **self.inputs}.items() if k != "ts"
+                                                  and k != "y0s"})
         if throw and sol.failed.size:
             bad = sol.failed + sol.first_member
             codes = np.asarray(sol.result[:])[sol.failed]
