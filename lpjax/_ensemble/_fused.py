@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -58,16 +59,32 @@ def printing_triton_ir():
         _debug = before
 
 
-def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
-    """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
-    the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
-    ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
-    members on the first axis, like the scan path."""
-    B, d = y0s.shape
+class _Programs(NamedTuple):
+    """The member program traced entry by entry: ``init``, ``advance``, ``observe`` and
+    ``summary`` as closed jaxprs of (method arrays, system arrays, values), with the avals of
+    their inputs and outputs."""
+
+    mem_leaves: list
+    dyn_leaves: list
+    mem_avals: list
+    dyn_avals: list
+    init: Any
+    advance: Any
+    observe: Any
+    summary: Any
+    carry_avals: list
+    obs_avals: list
+    obs_tree: Any
+    sum_avals: list
+    sum_tree: Any
+
+
+def _programs(member, dyn, state: jax.ShapeDtypeStruct, batched: bool) -> _Programs:
+    """``member``'s four programs, traced once per member with every array it uses (the
+    system's, the method's, dt) as an input: a kernel cannot close over traced values."""
     mem_dyn, mem_static = eqx.partition(member, eqx.is_array)
     mem_leaves, mem_tree = jax.tree.flatten(mem_dyn)
     dyn_leaves, dyn_tree = jax.tree.flatten(dyn)
-    n_mem, n_dyn = len(mem_leaves), len(dyn_leaves)
 
     def program(name):
         def fn(mem_l, dyn_l, *rest):
@@ -76,9 +93,8 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
 
         return fn
 
-    mem_avals = member_avals(mem_leaves, False)
-    dyn_avals = member_avals(dyn_leaves, batched)
-    init_j, carry_shape = trace_member(program("init"), mem_avals, dyn_avals, jax.ShapeDtypeStruct((d,), y0s.dtype))
+    mem_avals, dyn_avals = member_avals(mem_leaves, False), member_avals(dyn_leaves, batched)
+    init_j, carry_shape = trace_member(program("init"), mem_avals, dyn_avals, state)
     carry_avals, carry_tree = jax.tree.flatten(carry_shape)
 
     def on_carry(name):
@@ -90,27 +106,20 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
     summary_j, sum_shape = trace_member(program("summary"), mem_avals, dyn_avals, carry_shape)
     obs_avals, obs_tree = jax.tree.flatten(obs_shape)
     sum_avals, sum_tree = jax.tree.flatten(sum_shape)
+    return _Programs(mem_leaves, dyn_leaves, mem_avals, dyn_avals, init_j, advance_j, observe_j, summary_j, carry_avals,
+                     obs_avals, obs_tree, sum_avals, sum_tree)
 
-    # kernel inputs: the states (d, B); the method's arrays and shared system arrays flat; the
-    # batched system arrays as (entries, B)
-    inputs = [y0s.T] + [a.reshape(-1) for a in mem_leaves]
-    inputs += [jnp.moveaxis(a, 0, -1).reshape(-1, B) if batched else a.reshape(-1) for a in dyn_leaves]
-    out_shape = [jax.ShapeDtypeStruct((max(1, math.prod(a.shape)), B), a.dtype) for a in sum_avals]
-    out_shape += [jax.ShapeDtypeStruct((n_save + 1, max(1, math.prod(a.shape)), B), a.dtype) for a in obs_avals]
 
-    # each program sees only its own block of members (BlockSpecs on the member axis); the
-    # method's and the shared system arrays whole
-    whole = lambda a: pl.BlockSpec(a.shape, lambda i, n=a.ndim: (0,) * n)  # noqa: E731
-    members_block = lambda a: pl.BlockSpec((*a.shape[:-1], block), lambda i, n=a.ndim: (0,) * (n - 1) + (i,))  # noqa: E731
-    in_specs = [members_block(inputs[0])] + [whole(a) for a in inputs[1:1 + n_mem]]
-    in_specs += [members_block(a) if batched else whole(a) for a in inputs[1 + n_mem:]]
-    out_specs = [members_block(a) for a in out_shape]
+def _kernel(p: _Programs, state: jax.ShapeDtypeStruct, n_save: int, batched: bool, block: int):
+    """The kernel of one program of the grid: its block of members loaded once, the whole run
+    on vectors over the block, the observables stored at each save and the summary at the end."""
+    n_mem, n_dyn, n_sum = len(p.mem_leaves), len(p.dyn_leaves), len(p.sum_avals)
 
     def kernel(*refs):
         y_ref, mem_refs = refs[0], refs[1:1 + n_mem]
         dyn_refs = refs[1 + n_mem:1 + n_mem + n_dyn]
-        sum_refs = refs[1 + n_mem + n_dyn:1 + n_mem + n_dyn + len(sum_avals)]
-        obs_refs = refs[1 + n_mem + n_dyn + len(sum_avals):]
+        sum_refs = refs[1 + n_mem + n_dyn:1 + n_mem + n_dyn + n_sum]
+        obs_refs = refs[1 + n_mem + n_dyn + n_sum:]
         ctx = Context(block)
 
         def load(ref, aval, per_member: bool):
@@ -119,9 +128,9 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
                 e[k] = ref[k, :] if per_member else ref[k]
             return e[: math.prod(aval.shape)].reshape(aval.shape)
 
-        mem_e = [load(r, a, False) for r, a in zip(mem_refs, mem_avals)]
-        dyn_e = [load(r, a, batched) for r, a in zip(dyn_refs, dyn_avals)]
-        y = load(y_ref, jax.ShapeDtypeStruct((d,), y0s.dtype), True)
+        mem_e = [load(r, a, False) for r, a in zip(mem_refs, p.mem_avals)]
+        dyn_e = [load(r, a, batched) for r, a in zip(dyn_refs, p.dyn_avals)]
+        y = load(y_ref, state, True)
 
         def store(ref, values, avals, *at):
             for v, r, a in zip(values, ref, avals):
@@ -131,23 +140,52 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
         def run(closed, *args):
             return evaluate(ctx, closed.jaxpr, closed.consts, [x for group in args for x in group])
 
-        carry = run(init_j, mem_e, dyn_e, [y])
-        store(obs_refs, run(observe_j, mem_e, dyn_e, carry), obs_avals, 0)
+        carry = run(p.init, mem_e, dyn_e, [y])
+        store(obs_refs, run(p.observe, mem_e, dyn_e, carry), p.obs_avals, 0)
 
         def one_save(s, flat):
-            c = run(advance_j, mem_e, dyn_e, from_vectors(flat, carry_avals))
-            store(obs_refs, run(observe_j, mem_e, dyn_e, c), obs_avals, s + 1)
-            return vectors(ctx, c, carry_avals)
+            c = run(p.advance, mem_e, dyn_e, from_vectors(flat, p.carry_avals))
+            store(obs_refs, run(p.observe, mem_e, dyn_e, c), p.obs_avals, s + 1)
+            return vectors(ctx, c, p.carry_avals)
 
-        flat = lax.fori_loop(0, n_save, one_save, vectors(ctx, carry, carry_avals))
-        store(sum_refs, run(summary_j, mem_e, dyn_e, from_vectors(flat, carry_avals)), sum_avals)
+        flat = lax.fori_loop(0, n_save, one_save, vectors(ctx, carry, p.carry_avals))
+        store(sum_refs, run(p.summary, mem_e, dyn_e, from_vectors(flat, p.carry_avals)), p.sum_avals)
+
+    return kernel
+
+
+def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
+    """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
+    the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
+    ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
+    members on the first axis, like the scan path."""
+    B, d = y0s.shape
+    state = jax.ShapeDtypeStruct((d,), y0s.dtype)
+    p = _programs(member, dyn, state, batched)
+
+    # kernel inputs: the states (d, B); the method's arrays and shared system arrays flat; the
+    # batched system arrays as (entries, B)
+    inputs = [y0s.T] + [a.reshape(-1) for a in p.mem_leaves]
+    inputs += [jnp.moveaxis(a, 0, -1).reshape(-1, B) if batched else a.reshape(-1) for a in p.dyn_leaves]
+    out_shape = [jax.ShapeDtypeStruct((max(1, math.prod(a.shape)), B), a.dtype) for a in p.sum_avals]
+    out_shape += [jax.ShapeDtypeStruct((n_save + 1, max(1, math.prod(a.shape)), B), a.dtype) for a in p.obs_avals]
+
+    # each program sees only its own block of members (BlockSpecs on the member axis); the
+    # method's and the shared system arrays whole
+    whole = lambda a: pl.BlockSpec(a.shape, lambda i, n=a.ndim: (0,) * n)  # noqa: E731
+    members_block = lambda a: pl.BlockSpec((*a.shape[:-1], block), lambda i, n=a.ndim: (0,) * (n - 1) + (i,))  # noqa: E731
+    n_mem = len(p.mem_leaves)
+    in_specs = [members_block(inputs[0])] + [whole(a) for a in inputs[1:1 + n_mem]]
+    in_specs += [members_block(a) if batched else whole(a) for a in inputs[1 + n_mem:]]
+    out_specs = [members_block(a) for a in out_shape]
 
     interpret = platform != "gpu"
     params = None if interpret else plt.CompilerParams(num_warps=max(1, block // 32), num_stages=1)
-    outs = pl.pallas_call(kernel, out_shape=out_shape, grid=(B // block,), in_specs=in_specs, out_specs=out_specs,
-                          interpret=interpret, compiler_params=params, debug=_debug)(*inputs)
-    sums, obs = outs[: len(sum_avals)], outs[len(sum_avals):]
-    summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, sum_avals)]
+    outs = pl.pallas_call(_kernel(p, state, n_save, batched, block), out_shape=out_shape, grid=(B // block,),
+                          in_specs=in_specs, out_specs=out_specs, interpret=interpret, compiler_params=params,
+                          debug=_debug)(*inputs)
+    sums, obs = outs[: len(p.sum_avals)], outs[len(p.sum_avals):]
+    summary = [jnp.moveaxis(o, -1, 0)[:, : math.prod(a.shape)].reshape(B, *a.shape) for o, a in zip(sums, p.sum_avals)]
     saved = [jnp.moveaxis(o, -1, 0)[..., : math.prod(a.shape)].reshape(B, n_save + 1, *a.shape)
-             for o, a in zip(obs, obs_avals)]
-    return jax.tree.unflatten(sum_tree, summary), jax.tree.unflatten(obs_tree, saved)
+             for o, a in zip(obs, p.obs_avals)]
+    return jax.tree.unflatten(p.sum_tree, summary), jax.tree.unflatten(p.obs_tree, saved)

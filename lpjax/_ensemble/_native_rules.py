@@ -90,11 +90,23 @@ class IR(Emitter):
         return self._scalar(name, args, dts, params)
 
     def _scalar(self, name: str, a: list, dts: list, params: dict):
+        """One primitive on scalars ``a`` of dtypes ``dts``: by the group it belongs to."""
         dt = next(x.dtype for x in a if is_sym(x)) if name not in ("select_n", "clamp") else dts[-1]
-        flt, uns, boolean = dt.kind == "f", dt.kind == "u", dt == np.bool_
         same = _identity(name, a, dt)
         if same is not None:
             return same
+        for group in (self._arithmetic, self._logical, self._powers):
+            out = group(name, a, dt, dts, params)
+            if out is not None:
+                return out
+        if dt.kind != "f":
+            raise Unfusable(f"primitive {name!r} on {dt}")
+        return self._float(name, a, dt, params)
+
+    def _arithmetic(self, name: str, a: list, dt, dts: list, params: dict):
+        """``add``, ``sub``, ``mul``, ``div``, ``rem``, ``max``, ``min``, ``neg``, ``abs``, ``sign``
+        (None for another primitive)."""
+        flt, uns, boolean = dt.kind == "f", dt.kind == "u", dt == np.bool_
         if name == "mul" and flt:  # (−1)·y = −y and (−x)·y = −(x·y) to the bit: the product is shared with x·y
             for x, y in ((a[0], a[1]), (a[1], a[0])):
                 if _is(x, -1.0):
@@ -139,6 +151,12 @@ class IR(Emitter):
             pos, neg = (self.op(f"icmp s{c}", a[0], 0, dt, np.bool_) for c in ("gt", "lt"))
             pos, neg = (self.new(f"zext i1 {x.name} to {llvm_type(dt)}", dt, (x,)) for x in (pos, neg))
             return self.op("sub", pos, neg, dt)
+        return None
+
+    def _logical(self, name: str, a: list, dt, dts: list, params: dict):
+        """Comparisons, ``and``, ``or``, ``xor``, ``not``, ``select_n``, ``clamp`` (None for
+        another primitive)."""
+        flt, uns, boolean = dt.kind == "f", dt.kind == "u", dt == np.bool_
         if name in _FCMP:
             if flt:
                 return self.op(f"fcmp {_FCMP[name]}", a[0], a[1], dt, np.bool_)
@@ -168,6 +186,11 @@ class IR(Emitter):
             return e
         if name == "clamp":  # clamp(lo, x, hi)
             return self._scalar("min", [self._scalar("max", [a[1], a[0]], dts, {}), a[2]], dts, {})
+        return None
+
+    def _powers(self, name: str, a: list, dt, dts: list, params: dict):
+        """``integer_pow``, ``square`` and the shifts (None for another primitive)."""
+        flt = dt.kind == "f"
         if name == "integer_pow":  # JAX's own sequence of products
             y, x, acc = int(params["y"]), a[0], None
             if y == 0:
@@ -182,9 +205,7 @@ class IR(Emitter):
             return self.op("fmul" if flt else "mul", a[0], a[0], dt)
         if name in ("shift_left", "shift_right_arithmetic", "shift_right_logical") and not flt:
             return self.op({"shift_left": "shl", "shift_right_arithmetic": "ashr"}.get(name, "lshr"), a[0], a[1], dt)
-        if not flt:
-            raise Unfusable(f"primitive {name!r} on {dt}")
-        return self._float(name, a, dt, params)
+        return None
 
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":

@@ -138,10 +138,7 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
     carry_avals = avals["carry"]
     obs_sizes = [math.prod(a.shape) for a in avals["obs"]]
     sum_sizes = [math.prod(a.shape) for a in avals["sum"]]
-    counts = [1, len(avals["mem"]), len(avals["dyn"]), len(sum_sizes), len(obs_sizes)]
-    ptrs = [ctx.new(f"load ptr, ptr {ctx.new(f'getelementptr ptr, ptr %args, i64 {k}', _I64).name}", _I64).name
-            for k in range(sum(counts))]
-    Y, M, D, S, O = (ptrs[sum(counts[:j]):sum(counts[:j + 1])] for j in range(5))
+    Y, M, D, S, O = _arguments(ctx, [1, len(avals["mem"]), len(avals["dyn"]), len(sum_sizes), len(obs_sizes)])
     mem = _read(ctx, M, avals["mem"], member=False)
     shared = None if batched else _read(ctx, D, avals["dyn"], member=False)
     ctx.entry(mem + (shared or []))  # operations on these alone run once, here
@@ -190,8 +187,21 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
 
     ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
     ctx.counted(Sym("%chunks", _I64), run)
+    return _module(ctx, chunk, flush_denormals), ctx.regions * chunk
+
+
+def _arguments(ctx: IR, counts: list) -> list:
+    """The pointers in ``%args``, as ``counts`` of them per group (Y, member, system, summaries,
+    observables)."""
+    ptrs = [ctx.new(f"load ptr, ptr {ctx.new(f'getelementptr ptr, ptr %args, i64 {k}', _I64).name}", _I64).name
+            for k in range(sum(counts))]
+    return [ptrs[sum(counts[:j]):sum(counts[:j + 1])] for j in range(len(counts))]
+
+
+def _module(ctx: IR, chunk: int, flush_denormals: bool) -> str:
+    """The text of the module: declarations, then ``run_chunks`` around the body ``ctx`` wrote."""
     head = ["define void @run_chunks(i64 %lo0, i64 %hi0, i64 %B, ptr noalias %args, ptr noalias %scratch) nounwind {",
             "entry:", "  %width = sub i64 %hi0, %lo0", f"  %span = add i64 %width, {chunk - 1}"]
     enter, leave = _flush_denormals(ctx) if flush_denormals else ([], [])
     text = sorted(ctx.decls) + [""] + head + ctx.slots + enter + ctx.text() + leave + ["  ret void", "}", ""] + ctx.meta
-    return "\n".join(text) + "\n", ctx.regions * chunk
+    return "\n".join(text) + "\n"
