@@ -32,17 +32,19 @@ of the rigid body under Moser–Veselov, the energy saved every 100 steps, peak 
 
 ``--processes`` runs only the split over processes (issue 29) and writes
 ``ensemble_processes.json``: N = 2·10⁵ Suris members (200 steps) as one ``jax.distributed`` run
-of two local processes, each pinned to one core (gloo collectives), against one process pinned
-to one core; into a zarr store (every process writes its chunks, barriers, process 0 finishes
-it) and without one (each process keeps its own members). Each row is process 0's time of the
-whole ``ensemble`` call (from a barrier before it), the median of :data:`PROCESS_CALLS` calls
-after the first.
+of two local processes, each pinned to one physical core (gloo collectives), against one
+process pinned to one; into a zarr store (every process writes its chunks, barriers, process 0 finishes
+it) and without one (each process keeps its own members). A run's time is process 0's time of
+the whole ``ensemble`` call (from a barrier before it), the median of :data:`PROCESS_CALLS`
+calls after the first; :data:`PROCESS_RUNS` one-process and two-process runs alternate, and
+each row is the median of their times.
 """
 
 from __future__ import annotations
 
 import json
 import resource
+import statistics
 import subprocess
 import sys
 
@@ -208,6 +210,7 @@ def _native_compile_times() -> dict:
 
 
 PROCESS_CALLS = 7
+PROCESS_RUNS = 3  # one-process and two-process runs alternated: this machine's speed drifts
 _PROCESS_CHILD = """
 import json, os, shutil, statistics, sys, time
 import jax
@@ -258,19 +261,41 @@ def _processes_run(count: int, core_ids: list) -> dict:
             return json.load(f)
 
 
+def _physical_cores() -> list:
+    """One logical CPU of each physical core this process may use (two hyperthreads of one core
+    would share its units)."""
+    import os
+
+    seen, out = set(), []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                siblings = f.read().strip()
+        except OSError:
+            siblings = str(cpu)
+        if siblings not in seen:
+            seen.add(siblings)
+            out.append(cpu)
+    return out
+
+
 def _processes_main(out_dir) -> None:
     import os
 
-    cores = sorted(os.sched_getaffinity(0))
+    cores = _physical_cores()
     if len(cores) < 2:
-        raise SystemExit("--processes needs two cores")
-    one, two = _processes_run(1, cores[:1]), _processes_run(2, cores[:2])
-    rows = [{"row": row, "one_process_s": one[row]["time_s"], "two_processes_s": two[row]["time_s"],
-             "ratio": two[row]["time_s"] / one[row]["time_s"], "one": one[row], "two": two[row]} for row in one]
+        raise SystemExit("--processes needs two physical cores")
+    runs = [(_processes_run(1, cores[:1]), _processes_run(2, cores[:2])) for _ in range(PROCESS_RUNS)]  # alternated
+    rows = []
+    for row in runs[0][0]:
+        one, two = ([r[row]["time_s"] for r in side] for side in zip(*runs))
+        rows.append({"row": row, "one_process_s": statistics.median(one), "two_processes_s": statistics.median(two),
+                     "ratio": statistics.median(two) / statistics.median(one), "runs": [(a[row], b[row]) for a, b in runs]})
     print(f"\nN = 2e5 Suris members x 200 steps, one core per process, {H.machine_line()}")
     for r in rows:
+        per_run = ", ".join(f"{b['time_s'] / a['time_s']:.2f}" for a, b in r["runs"])
         print(f"  {r['row']:>8}: one process {r['one_process_s']:.3f} s, two processes {r['two_processes_s']:.3f} s, "
-              f"ratio {r['ratio']:.2f} (first calls {r['one']['first_call_s']:.2f} s, {r['two']['first_call_s']:.2f} s)")
+              f"ratio {r['ratio']:.2f} (each run: {per_run})")
     H.write_json(out_dir / "ensemble_processes.json", {"metadata": H.metadata("ensemble --processes", "full", [], {}, ""),
                                                        "members": 200_000, "steps": 200, "rows": rows})
 

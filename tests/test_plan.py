@@ -41,3 +41,19 @@ def test_a_given_chunk_size_and_several_devices():
     plan = make_plan(10, 3, 4, 2, np.float64, False, "auto", two, 3)
     assert (plan.kernel, plan.workers, plan.chunk, plan.padded, plan.n_chunks) == ("scan", 1, 3, 4, 4)
     assert "2 cpu devices" in str(plan)
+
+
+def test_each_process_has_a_contiguous_share_of_the_chunks():
+    pytest.importorskip("llvmlite")
+    plans = [make_plan(100_000, 6, 200, 200, np.float64, False, "native", processes=3, process=p) for p in range(3)]
+    assert {(p.chunk, p.n_chunks) for p in plans} == {(33_334, 3)}  # by default a chunk per process at least
+    assert [p.mine(range(3)) for p in plans] == [[0], [1], [2]]
+    assert [p.mine([1, 4, 5, 6, 9]) for p in plans] == [[1], [4, 5], [6, 9]]  # the chunks left to do, on resume
+    assert str(plans[2]).endswith(", process 2 of 3")
+    given = make_plan(100_000, 6, 200, 200, np.float64, False, "native", chunk_size=10_000, processes=2, process=1)
+    assert (given.chunk, given.mine(range(given.n_chunks))) == (10_000, [5, 6, 7, 8, 9])
+
+
+def test_another_process_devices_are_refused():
+    with pytest.raises(ValueError, match=r"this process's own \(jax.local_devices\(\)\)"):
+        make_plan(10, 3, 4, 2, np.float64, False, "scan", jax.devices()[:1], processes=2, process=1)

@@ -101,7 +101,7 @@ _CHILD = textwrap.dedent("""
 
 
 def launch(where, what: str) -> int:
-    return launch_local(2, ["-c", _CHILD, str(where), what])
+    return launch_local(2, ["-c", _CHILD, str(where), what], timeout=240)
 
 
 def test_the_share_of_each_process_is_contiguous_and_covers_the_chunks():

@@ -108,14 +108,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch_local(count: int, argv: list, env: Optional[dict] = None) -> int:
+def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Optional[float] = None) -> int:
     """Run ``python argv`` as ``count`` local processes of one ``jax.distributed`` run (the
     coordinator on localhost, at a free port; each process calls :func:`initialize`), each pinned
     to its share of this process's cores (all of them when there are fewer cores than
-    processes). Waits for all; when one fails, the others are killed (they would wait for it
-    at the next barrier, and JAX takes SIGTERM as a preemption notice). Returns the first
-    nonzero exit status, else 0."""
-    port, cores = _free_port(), sorted(os.sched_getaffinity(0))
+    processes). Waits for all; when one fails, or after ``timeout`` seconds, the others are
+    killed (they would wait for it at the next barrier, and JAX takes SIGTERM as a preemption
+    notice). Returns the first nonzero exit status (-9 for the killed), else 0."""
+    port, cores, end = _free_port(), sorted(os.sched_getaffinity(0)), time.monotonic() + (timeout or float("inf"))
     procs = []
     for i in range(count):
         mine = cores[share(len(cores), count, i)] or cores
@@ -124,7 +124,7 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None) -> int:
         procs.append(subprocess.Popen([sys.executable, *argv], env=child))
         os.sched_setaffinity(procs[-1].pid, mine)  # before the child has imported anything heavy
     try:
-        while (codes := [p.poll() for p in procs]).count(None):
+        while (codes := [p.poll() for p in procs]).count(None) and time.monotonic() < end:
             if any(c for c in codes if c is not None):
                 break
             time.sleep(0.05)
