@@ -158,7 +158,7 @@ def test_a_process_killed_mid_run_resumes_on_one_or_two_processes(tmp_path):
     killed = tmp_path / "killed"
     assert launch(killed, "kill") == -9
     done = np.asarray(zarr.open_group(str(killed), mode="r")["chunk_done"][:]).astype(bool)
-    assert 2 <= done[10:].sum() < 10 and not done.all(), done  # process 1 (chunks 10-19) stopped mid-way
+    assert 1 <= done[10:].sum() < 10 and not done.all(), done  # process 1 (chunks 10-19) stopped mid-way
     for resumed in ("one", "two"):
         shutil.copytree(killed, tmp_path / resumed)
     before = _snapshot(tmp_path / "one")

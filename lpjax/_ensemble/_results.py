@@ -2,8 +2,9 @@
 memory, this process's share of the chunks, and the :class:`EnsembleSolution` made of them.
 
 Over several processes (``jax.distributed``): the processes first agree on the settings'
-fingerprint (the initial states' contents included only with a store: without one, each process
-keeps its own members, run from the states it was given); process 0 makes (or checks, to resume) the store and tells the others which chunks
+fingerprint (with a store, of the full descriptions of the system and method and of the initial
+states' contents too; without one, of the settings alone: each process keeps its own members,
+run from the states it was given); process 0 makes (or checks, to resume) the store and tells the others which chunks
 are done, or its error; each process runs its share of the chunks still to do and writes them
 into the one store; after a barrier process 0 writes the final attribute (``finished``: the
 time and the process count). Without a store each process keeps its own members.
@@ -51,9 +52,9 @@ class Results:
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}
         self.fixed = {"ts": self.ts, **({} if plan.batched else system_arrays)}
         self.store, self.arrays, todo = None, None, list(range(plan.n_chunks))
-        if out is not None or plan.processes > 1:  # the initial states' contents matter only to a store
-            fp = fingerprint({**self.settings, "system": describe(system), "method": describe(inp.method),
-                              **({"y0s": array_digest(inp.y0s)} if out is not None else {})})
+        if out is not None or plan.processes > 1:  # a store's: with the full descriptions and the initial states
+            fp = fingerprint({**self.settings, **({"system": describe(system), "method": describe(inp.method),
+                                                   "y0s": array_digest(inp.y0s)} if out is not None else {})})
             self.group.agree(fp)
         if out is not None:
             attrs = {**self.settings, "fingerprint": fp, "observables": self.observables, "created": _now(),
