@@ -13,3 +13,4 @@ from ._lax import (
     suris_clebsch_lax as suris_clebsch_lax,
     suris_lagrange_lax as suris_lagrange_lax,
 )
+from .systems._clebsch_case import clebsch_lax as clebsch_lax

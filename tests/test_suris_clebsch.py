@@ -27,8 +27,9 @@ def _data(n):
     d = n * (n - 1) // 2
     rng = np.random.default_rng(n)
     B = jnp.asarray(rng.uniform(0.5, 2.0, n))
-    C = rng.uniform(0.5, 2.0, (n, n))
-    return d, B, jnp.asarray(C + C.T), jnp.asarray(rng.standard_normal(d + n))
+    a = rng.uniform(-1.0, 1.0, n)  # C by (7.7): the Clebsch condition (7.6) holds
+    C = (B[:, None] - B[None, :]) / (a[:, None] - a[None, :] + np.eye(n))
+    return d, B, jnp.asarray(C), jnp.asarray(rng.standard_normal(d + n))
 
 
 @pytest.mark.parametrize("n", [3, 4, 5])

@@ -34,6 +34,7 @@ from ._clebsch_case import (
     ClebschFlowHamiltonian as ClebschFlowHamiltonian,
     ClebschHamiltonian as ClebschHamiltonian,
     clebsch_case as clebsch_case,
+    clebsch_condition as clebsch_condition,
 )
 from ._neumann import (
     NeumannSystem as NeumannSystem,

@@ -63,11 +63,18 @@ class HeavyTopNHamiltonian(eqx.Module):
 
 
 class _PNorm(eqx.Module):
+    """The quadratic Casimirs of e(n)* on ``y = (vee(M), P)``: ``|P|²``, and for n = 3 also
+    ``M·P = M₁₂P₃ − M₁₃P₂ + M₂₃P₁``, the pairing of M's axial vector with P (the two of
+    ``euclidean(3).quadratic_casimirs()``)."""
+
     n: int = eqx.field(static=True)
 
     def __call__(self, y: Array) -> Array:
-        P = y[self.n * (self.n - 1) // 2 :]
-        return jnp.dot(P, P)[None]
+        d = self.n * (self.n - 1) // 2
+        M, P = y[:d], y[d:]
+        if self.n != 3:
+            return jnp.dot(P, P)[None]
+        return jnp.stack([jnp.dot(P, P), M[0] * P[2] - M[1] * P[1] + M[2] * P[0]])
 
 
 def heavy_top_n(J: ArrayLike, A: ArrayLike) -> LiePoissonSystem:
@@ -82,7 +89,7 @@ def heavy_top_n(J: ArrayLike, A: ArrayLike) -> LiePoissonSystem:
         J: diagonal of the mass tensor, shape (n,), positive.
         A: body-frame vector to the centre of mass (times mass and gravity), shape (n,).
 
-    Casimirs returned: ``|P|²``.
+    Casimirs returned: ``|P|²``, and ``M·P`` for n = 3.
     """
     J = positive_vector(J, None, "J")
     n = J.shape[0]

@@ -91,7 +91,8 @@ def lagrange_top(
         n: dimension, ≥ 3.
         alpha: anisotropy α > 0; enters only the moving frame (the rest-frame equations and
             their discrete map (6.5) do not depend on it, the rest-frame attitude does).
-    Casimirs returned: ``|a|²`` (rest) or ``|P|²`` (moving).
+    Casimirs returned: ``|a|²`` (rest) or ``|P|²`` (moving), and for n = 3 also ``m·a``
+    (``M·P``; see :func:`heavy_top_n`).
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 3:
         raise ValueError(f"lagrange_top needs an integer n >= 3, got {n!r}")
