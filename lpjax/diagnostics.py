@@ -14,3 +14,4 @@ from ._lax import (
     suris_lagrange_lax as suris_lagrange_lax,
 )
 from .systems._clebsch_case import clebsch_lax as clebsch_lax
+from ._integrator.discrete_euler_poincare import group_casimir as group_casimir

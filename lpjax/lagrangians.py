@@ -8,3 +8,4 @@ from ._lagrangians import (
     suris_clebsch as suris_clebsch,
     suris_lagrange_top as suris_lagrange_top,
 )
+from ._integrator.discrete_euler_poincare import legendre as legendre

@@ -7,6 +7,7 @@ from typing import Callable, ClassVar, Optional, final
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
@@ -14,7 +15,7 @@ from .._system import AbstractLiePoissonSystem, RotationFamily
 from ._base import AbstractGroupMap, first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve, newton_update
 
-__all__ = ["DiscreteEulerPoincare"]
+__all__ = ["DiscreteEulerPoincare", "legendre", "group_casimir"]
 
 
 def _coadjoint_coords(basis: Float[Array, "d n n"], S: Float[Array, "n n"]) -> Float[Array, " d"]:
@@ -35,6 +36,53 @@ def _legendre(ell, W, P, dt, basis, left: bool):
     if P is not None:
         S = S + jnp.outer(gP, P) if left else S - jnp.outer(gP, P)
     return _coadjoint_coords(basis, S)
+
+
+def legendre(system: AbstractLiePoissonSystem, ell: Callable[..., Scalar], W: Float[Array, "n n"], dt,
+             P: Optional[Float[Array, " n"]] = None, *, check: bool = True) -> Float[Array, " d"]:
+    """The discrete Legendre transform ``Fℓ(W, P)`` of a reduced discrete Lagrangian ``ell``
+    (seeds 003 and 004, sec. 3; seed 000, (3.14)), the momentum in ``system``'s coordinates,
+    with ``P`` appended for a system with an advected vector: the state ``y_k`` whose step by
+    :class:`DiscreteEulerPoincare` has ``W_k = W``. Body frame (``sign = −1``):
+    ``<Fℓ(W, P), η> = d/dε ℓ(e^{εη}W, e^{εη}P)``; rest frame: ``d/dε ℓ(W e^{εη}, e^{−εη}P)``.
+
+    ``check``: ``ℓ`` must be regular at ``W``, i.e. Fℓ's Jacobian in the chart
+    ``X ↦ Fℓ(W cay(X))`` must have full rank (relative singular-value tolerance 1e-10), else
+    ``ValueError`` (needs concrete values; skipped under tracing). Also ``ValueError`` for a
+    ``W`` that is not (n, n) or a ``P`` that the system does not advect.
+    """
+    RotationFamily().check(system, "legendre", "needs")
+    g, advected = system.algebra.rotation_structure
+    W = jnp.asarray(W)
+    basis = jnp.asarray(g.matrix_basis, W.dtype)
+    n = basis.shape[-1]
+    if W.shape != (n, n):
+        raise ValueError(f"W must have shape ({n}, {n}), got {W.shape}")
+    if (P is None) != (not advected):
+        raise ValueError(f"P: {system.algebra.name} {'advects a vector: pass P' if advected else 'advects nothing'}")
+    left = system.sign == -1
+    M = _legendre(ell, W, P, dt, basis, left)
+    if check and not isinstance(M, jax.core.Tracer):
+        chart = jax.jacfwd(lambda x: _legendre(ell, W @ sm.cayley_matrix(jnp.tensordot(x, basis, axes=1)), P, dt,
+                                                basis, left))(jnp.zeros(basis.shape[0], W.dtype))
+        sv = np.linalg.svd(np.asarray(chart), compute_uv=False)
+        rank = int(np.sum(sv > 1e-10 * sv[0])) if sv[0] > 0 else 0
+        if rank < basis.shape[0]:
+            raise ValueError(f"ell is not regular at W: the Jacobian of its Legendre transform has rank {rank} < "
+                             f"{basis.shape[0]} (singular values {np.array2string(sv, precision=3)})")
+    return M if P is None else jnp.concatenate([M, jnp.asarray(P, M.dtype)])
+
+
+def group_casimir(system: AbstractLiePoissonSystem, ell: Callable[..., Scalar], W: Float[Array, "n n"], dt,
+                  P: Optional[Float[Array, " n"]] = None) -> Float[Array, " r"]:
+    """Casimirs on the group (seed 003, Theorem 3.2 and (3.10)): the quadratic Casimirs
+    ``½ yᵀ S y`` of ``system``'s algebra (``algebra.quadratic_casimirs()``) pulled back by the
+    Legendre transform, ``y = Fℓ(W, P)`` (:func:`legendre`). Along the sequence ``W_k`` of a
+    discrete Euler–Poincaré map they are constant; for Moser–Veselov, ``ℓ(W) = −tr(WΛ)/dt``, the
+    one Casimir of so(3) pulls back to ``Tr(WΛWΛ)`` up to a factor and a constant (3.10)."""
+    y = legendre(system, ell, W, dt, P, check=False)
+    S = jnp.asarray(system.algebra.quadratic_casimirs(), y.dtype)
+    return 0.5 * jnp.einsum("i,rij,j->r", y, S, y)
 
 
 def _next_momentum(ell, W, P, dt, basis, left: bool):
