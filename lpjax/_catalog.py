@@ -21,8 +21,8 @@ _NONHOLONOMIC = ("rk4", "gl2", "gl4", "projected-gl4")
 LISTED_METHODS = {
     "rigid_body": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
     "rigid_body_n": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
-    "heavy_top": ("rk4", "gl2", "gl4", "collective"),
-    "heavy_top_n": ("rk4", "gl2", "gl4"),
+    "heavy_top": ("rk4", "gl2", "gl4", "dep", "collective"),
+    "heavy_top_n": ("rk4", "gl2", "gl4", "dep"),
     "lagrange_top": ("rk4", "gl2", "gl4", "suris", "dep", "collective"),
     "clebsch_case": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
     "neumann": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
@@ -156,13 +156,14 @@ def _lagrangian(system):
     """The discrete Lagrangian of seed 000/003 that fits ``system`` (DiscreteEulerPoincare)."""
     from . import lagrangians
 
-    for make in (lagrangians.moser_veselov, lagrangians.suris_lagrange_top, lagrangians.suris_clebsch):
+    for make in (lagrangians.moser_veselov, lagrangians.suris_lagrange_top, lagrangians.suris_clebsch,
+                 lagrangians.heavy_top):
         try:
             return make(system)
         except (TypeError, ValueError):
             continue
     raise TypeError("DiscreteEulerPoincare has no discrete Lagrangian for this system (it has them for free rigid "
-                    "bodies, Lagrange tops and Clebsch flows)")
+                    "bodies, Lagrange tops, Clebsch flows and heavy tops)")
 
 
 def _methods() -> dict[str, MethodEntry]:

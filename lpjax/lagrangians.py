@@ -1,6 +1,8 @@
 """Reduced discrete Lagrangians for :class:`lpjax.DiscreteEulerPoincare`."""
 
 from ._lagrangians import (
+    HeavyTopLagrangian as HeavyTopLagrangian,
+    heavy_top as heavy_top,
     MoserVeselovLagrangian as MoserVeselovLagrangian,
     SurisClebschLagrangian as SurisClebschLagrangian,
     SurisLagrangeTopLagrangian as SurisLagrangeTopLagrangian,
