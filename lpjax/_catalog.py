@@ -157,13 +157,13 @@ def _lagrangian(system):
     from . import lagrangians
 
     for make in (lagrangians.moser_veselov, lagrangians.suris_lagrange_top, lagrangians.suris_clebsch,
-                 lagrangians.heavy_top):
+                 lagrangians.heavy_top, lagrangians.kirchhoff):
         try:
             return make(system)
         except (TypeError, ValueError):
             continue
     raise TypeError("DiscreteEulerPoincare has no discrete Lagrangian for this system (it has them for free rigid "
-                    "bodies, Lagrange tops, Clebsch flows and heavy tops)")
+                    "bodies, Lagrange tops, Clebsch cases and heavy tops)")
 
 
 def _methods() -> dict[str, MethodEntry]:

@@ -6,12 +6,13 @@ from typing import final
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from ._small import logdet_spd
 from ._system import AbstractSystem, ClebschFlowFamily, FreeRigidBodyFamily, LagrangeTopFamily
 
-__all__ = ["heavy_top", "moser_veselov", "suris_clebsch", "suris_lagrange_top"]
+__all__ = ["heavy_top", "kirchhoff", "moser_veselov", "suris_clebsch", "suris_lagrange_top"]
 
 
 def _tr_log(W: Float[Array, "n n"]) -> Scalar:
@@ -60,18 +61,23 @@ class SurisLagrangeTopLagrangian(eqx.Module):
 
 
 @final
-class HeavyTopLagrangian(eqx.Module):
-    """``ℓ(W, P) = −tr(WΛ)/dt − (dt/2)(⟨A, P⟩ + ⟨A, W⁻¹P⟩)``: Moser–Veselov's kinetic term and
-    the potential ``V(P) = ⟨A, P⟩`` averaged over the step's two ends (``P_{k+1} = W_k⁻¹ P_k``)."""
+class SplitLagrangian(eqx.Module):
+    """``ℓ(W, P) = −tr(WΛ)/dt − (dt/2)(V(P) + V(W⁻¹P))`` with ``V(P) = ⟨A, P⟩ − ½⟨P, BP⟩``:
+    Moser–Veselov's kinetic term and the potential averaged over the step's two ends
+    (``P_{k+1} = W_k⁻¹ P_k``)."""
 
     lam: Float[Array, " n"]
     A: Float[Array, " n"]
+    B: Float[Array, " n"]
+
+    def potential(self, P):
+        return jnp.dot(self.A, P) - 0.5 * jnp.dot(P, self.B * P)
 
     def __call__(self, W, P, dt):
-        return -jnp.sum(jnp.diagonal(W) * self.lam) / dt - 0.5 * dt * (jnp.dot(self.A, P) + jnp.dot(self.A, W.T @ P))
+        return -jnp.sum(jnp.diagonal(W) * self.lam) / dt - 0.5 * dt * (self.potential(P) + self.potential(W.T @ P))
 
 
-def heavy_top(system: AbstractSystem) -> HeavyTopLagrangian:
+def heavy_top(system: AbstractSystem) -> SplitLagrangian:
     """A second-order discrete Lagrangian for the heavy top, ``heavy_top(I, χ, mgl)`` on se(3)*
     (``V(Γ) = mgl χ·Γ``) or ``heavy_top_n(J, A)`` on e(n)* (``V(P) = ⟨A, P⟩``):
     ``ℓ(W, P) = −tr(WΛ)/dt − (dt/2)(V(P) + V(W⁻¹P))``, Moser–Veselov's kinetic term (Λ the
@@ -83,10 +89,44 @@ def heavy_top(system: AbstractSystem) -> HeavyTopLagrangian:
 
     h = getattr(system, "hamiltonian", None)
     if isinstance(h, HeavyTopHamiltonian):
-        return HeavyTopLagrangian(jnp.asarray(h.kinetic.mass_tensor), h.mgl * jnp.asarray(h.chi))
-    if isinstance(h, HeavyTopNHamiltonian):
-        return HeavyTopLagrangian(jnp.asarray(h.kinetic.mass_tensor), jnp.asarray(h.A))
-    raise TypeError(f"heavy_top needs lpjax.systems.heavy_top(...) or heavy_top_n(...), got {type(h).__name__}")
+        A = h.mgl * jnp.asarray(h.chi)
+    elif isinstance(h, HeavyTopNHamiltonian):
+        A = jnp.asarray(h.A)
+    else:
+        raise TypeError(f"heavy_top needs lpjax.systems.heavy_top(...) or heavy_top_n(...), got {type(h).__name__}")
+    return SplitLagrangian(jnp.asarray(h.kinetic.mass_tensor), A, jnp.zeros_like(A))
+
+
+def kirchhoff(system: AbstractSystem) -> SplitLagrangian:
+    """A second-order discrete Lagrangian for a body in an ideal fluid, ``clebsch_case`` on
+    e(n)* (seed 000, (7.1)–(7.4)): ``ℓ(W, P) = −tr(WΛ)/dt + (dt/4)(⟨P, BP⟩ + ⟨W⁻¹P, BW⁻¹P⟩)``.
+
+    Moser–Veselov's kinetic term gives ``𝒥(Ω) = ΩΛ + ΛΩ``, so (7.5), ``𝒥(Ω)_jk = Ω_jk / c_jk``,
+    needs ``Λ_j + Λ_k = 1/c_jk`` for every ``j < k``: always solvable for n = 3, and for the
+    flow ``c_jk = 1`` (``Λ = ½``) in any dimension; other ``c_jk`` (n > 3) are refused with
+    ``ValueError``.
+    """
+    from .systems._clebsch_case import ClebschFlowHamiltonian, ClebschHamiltonian
+
+    h = getattr(system, "hamiltonian", None)
+    if not isinstance(h, (ClebschHamiltonian, ClebschFlowHamiltonian)):
+        raise TypeError(f"kirchhoff needs lpjax.systems.clebsch_case(...), got {type(h).__name__}")
+    B = jnp.asarray(h.B)
+    n = B.shape[0]
+    if isinstance(h, ClebschFlowHamiltonian):
+        lam = jnp.full(n, 0.5, B.dtype)
+    else:
+        rows, cols = np.triu_indices(n, 1)
+        pairs = np.zeros((rows.size, n))
+        pairs[np.arange(rows.size), rows] = pairs[np.arange(rows.size), cols] = 1.0
+        inv_c = 1.0 / np.asarray(h.c, float)
+        lam_np = np.linalg.lstsq(pairs, inv_c, rcond=None)[0]
+        worst = float(np.max(np.abs(pairs @ lam_np - inv_c)) / np.max(np.abs(inv_c)))
+        if worst > 1e-12:
+            raise ValueError(f"kirchhoff: no Λ with Λ_j + Λ_k = 1/c_jk for these c_jk (relative residual {worst:.3g}); "
+                             "Moser-Veselov's kinetic term cannot give this inertia operator (7.5)")
+        lam = jnp.asarray(lam_np, B.dtype)
+    return SplitLagrangian(lam, jnp.zeros_like(B), B)
 
 
 def moser_veselov(system: AbstractSystem) -> MoserVeselovLagrangian:

@@ -1,8 +1,9 @@
 """Reduced discrete Lagrangians for :class:`lpjax.DiscreteEulerPoincare`."""
 
 from ._lagrangians import (
-    HeavyTopLagrangian as HeavyTopLagrangian,
+    SplitLagrangian as SplitLagrangian,
     heavy_top as heavy_top,
+    kirchhoff as kirchhoff,
     MoserVeselovLagrangian as MoserVeselovLagrangian,
     SurisClebschLagrangian as SurisClebschLagrangian,
     SurisLagrangeTopLagrangian as SurisLagrangeTopLagrangian,
