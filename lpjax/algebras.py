@@ -6,6 +6,7 @@ from ._algebra import (
     from_matrix_basis as from_matrix_basis,
     se3 as se3,
     se3_x_r3 as se3_x_r3,
+    se3_x_r4 as se3_x_r4,
     semidirect as semidirect,
     so as so,
     so3 as so3,

@@ -10,7 +10,7 @@ from jaxtyping import ArrayLike
 
 from ._base import LieAlgebra, defining_blocks, semidirect_constants
 
-__all__ = ["so3", "so", "se3", "se3_x_r3", "euclidean", "so21", "semidirect", "from_matrix_basis"]
+__all__ = ["so3", "so", "se3", "se3_x_r3", "se3_x_r4", "euclidean", "so21", "semidirect", "from_matrix_basis"]
 
 
 def from_matrix_basis(basis: ArrayLike, *, name: str = "LieAlgebra") -> LieAlgebra:
@@ -130,6 +130,28 @@ def euclidean(n: int) -> LieAlgebra:
 
 
 @functools.lru_cache(maxsize=None)
+def se3_x_r4() -> LieAlgebra:
+    """(se(3) × R⁴) of seed 002, sec. 5.3, eq. (26): coordinates ``(ξ, u, w, t)`` dual to
+    ``mu = (Π, P, Γ, x₃)``, the base's height x₃ added to :func:`se3_x_r3`.
+
+    Defined by its (−) Lie–Poisson bracket, ``mu_k c_ij^k = −B(mu)``, with ``mu' = B(mu) ∇h``
+    the equations (26): ``Π' = Π×h_Π + P×h_P + Γ×h_Γ``, ``P' = P×h_Π − h_{x₃} Γ``,
+    ``Γ' = Γ×h_Π``, ``x₃' = Γ·h_P``; Jacobi's identity is checked on construction.
+    """
+    E = so3().matrix_basis  # hat(v) = v_a E_a: hat(v) x = v × x
+
+    def tensor(mu):
+        Pi, P, G = (np.tensordot(mu[a : a + 3], E, 1) for a in (0, 3, 6))
+        B = np.zeros((10, 10))
+        B[:3, :3], B[:3, 3:6], B[:3, 6:9] = Pi, P, G
+        B[3:6, :3], B[6:9, :3] = P, G
+        B[3:6, 9], B[9, 3:6] = -mu[6:9], mu[6:9]
+        return B
+
+    c = -np.stack([tensor(e) for e in np.eye(10)], axis=-1)
+    return LieAlgebra(c, name="se(3) x R^4")
+
+
 def se3_x_r3() -> LieAlgebra:
     """(se(3) × R³) of seed 002, sec. 5.3: so(3) ⋉ (R³ ⊕ R³), coordinates (ξ, u, w).
 

@@ -24,6 +24,8 @@ from ._movable_base import (
     movable_base_mu as movable_base_mu,
     movable_base_rho_c as movable_base_rho_c,
     movable_base_top as movable_base_top,
+    movable_base_top_x3 as movable_base_top_x3,
+    MovableBaseX3Hamiltonian as MovableBaseX3Hamiltonian,
 )
 from ._lagrange_top import (
     LagrangeTopMovingHamiltonian as LagrangeTopMovingHamiltonian,

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .. import _small as sm
-from .._algebra import se3_x_r3
+from .._algebra import se3_x_r3, se3_x_r4
 from .._system import LiePoissonSystem
 from .._checks import _checked, finite_array, positive_vector
 
-__all__ = ["movable_base_top", "MovableBaseHamiltonian", "movable_base_mu", "movable_base_rho_c"]
+__all__ = ["movable_base_top", "movable_base_top_x3", "MovableBaseX3Hamiltonian", "MovableBaseHamiltonian", "movable_base_mu", "movable_base_rho_c"]
 
 _SINGULAR = 1e-6  # gains within this relative distance of 0 or ρc are rejected (cond K ≳ 1e6)
 
@@ -157,6 +157,33 @@ def movable_base_top(
         chi=jnp.array([0.0, 0.0, 1.0], dtype=jnp.result_type(m)),
     )
     return LiePoissonSystem(se3_x_r3(), h, -1, casimirs=_casimirs, name="movable_base_top")
+
+
+@final
+class MovableBaseX3Hamiltonian(eqx.Module):
+    """``h(Π, P, Γ, x₃) = h_c(Π, P, Γ) + m̄ g x₃`` at the gain ``ρ = m̄ = M + m`` (no control):
+    seed 002, the Hamiltonian above (26) (in the errata form of :class:`MovableBaseHamiltonian`)."""
+
+    base: MovableBaseHamiltonian
+
+    def __call__(self, mu: Float[Array, " 10"]) -> Scalar:
+        return self.base(mu[:9]) + self.base.total_mass * self.base.g * mu[9]
+
+
+def movable_base_top_x3(
+    M: ArrayLike = 0.44, m: ArrayLike = 0.7, I1: ArrayLike = 0.2, I3: ArrayLike = 0.24, l: ArrayLike = 0.215,
+    g: ArrayLike = 9.8,
+) -> LiePoissonSystem:
+    """The heavy top on a movable base without control, with the base's height x₃: seed 002,
+    eq. (26) on (se(3) × R⁴)* (:func:`lpjax.algebras.se3_x_r4`, (−) bracket), state
+    ``mu = (Π, P, Γ, x₃)``: ``P' = P×∂h/∂Π − (∂h/∂x₃) Γ`` and ``x₃' = Γ·∂h/∂P`` beside the
+    equations of :func:`movable_base_top`. The potential-shaping control ``uᵖ = (∂h/∂x₃) Γ``
+    removes the ``Γ`` term and decouples x₃, leaving :func:`movable_base_top` with
+    ``rho = M + m``. Parameters as there; Casimirs: those of the algebra
+    (``quadratic_casimirs``: ``|Γ|²``).
+    """
+    base = movable_base_top(jnp.asarray(M) + jnp.asarray(m), M=M, m=m, I1=I1, I3=I3, l=l, g=g)  # ρ = m̄: no control
+    return LiePoissonSystem(se3_x_r4(), MovableBaseX3Hamiltonian(base.hamiltonian), -1, name="movable_base_top_x3")
 
 
 def movable_base_mu(
