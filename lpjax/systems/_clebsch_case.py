@@ -14,7 +14,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .._algebra import euclidean
 from .._system import AbstractClebschFlow, LiePoissonSystem
 from .._checks import finite_array, finite_scalar
-from ._heavy_top import _PNorm
+from ._heavy_top import _EuclideanCasimirs
 
 __all__ = ["clebsch_case", "clebsch_condition", "clebsch_lax", "ClebschHamiltonian", "ClebschFlowHamiltonian"]
 
@@ -126,7 +126,7 @@ def clebsch_case(B: ArrayLike, C: Optional[ArrayLike] = None, *, A: Optional[Arr
         h = ClebschHamiltonian(B, _c_from_a(A, B)[np.triu_indices(n, 1)])
     elif C is not None:
         h = ClebschHamiltonian(B, _checked_c(C, B)[np.triu_indices(n, 1)])
-    return LiePoissonSystem(euclidean(n), h, -1, casimirs=_PNorm(n), name="clebsch_case")
+    return LiePoissonSystem(euclidean(n), h, -1, casimirs=_EuclideanCasimirs(n), name="clebsch_case")
 
 
 def clebsch_lax(system: LiePoissonSystem, y: Float[Array, " d"], lam: ArrayLike) -> Float[Array, "n n"]:

@@ -62,7 +62,7 @@ class HeavyTopNHamiltonian(eqx.Module):
         return self.kinetic(y[:d]) + jnp.dot(self.A, y[d:])
 
 
-class _PNorm(eqx.Module):
+class _EuclideanCasimirs(eqx.Module):
     """The quadratic Casimirs of e(n)* on ``y = (vee(M), P)``: ``|P|²``, and for n = 3 also
     ``M·P = M₁₂P₃ − M₁₃P₂ + M₂₃P₁``, the pairing of M's axial vector with P (the two of
     ``euclidean(3).quadratic_casimirs()``)."""
@@ -97,4 +97,4 @@ def heavy_top_n(J: ArrayLike, A: ArrayLike) -> LiePoissonSystem:
         raise ValueError(f"heavy_top_n needs n >= 2, got {n}")
     A = finite_array(A, (n,), "A")
     h = HeavyTopNHamiltonian(RigidBodyNHamiltonian(J), A)
-    return LiePoissonSystem(euclidean(n), h, -1, casimirs=_PNorm(n), name="heavy_top_n")
+    return LiePoissonSystem(euclidean(n), h, -1, casimirs=_EuclideanCasimirs(n), name="heavy_top_n")

@@ -12,7 +12,7 @@ from .._algebra import euclidean, so
 from .. import _small as sm
 from .._system import AbstractLagrangeTop, LiePoissonSystem
 from .._checks import finite_array, positive_vector
-from ._heavy_top import _PNorm
+from ._heavy_top import _EuclideanCasimirs
 
 __all__ = ["lagrange_top", "LagrangeTopRestHamiltonian", "LagrangeTopMovingHamiltonian"]
 
@@ -108,4 +108,4 @@ def lagrange_top(
         sign = -1
     else:
         raise ValueError(f"frame must be 'rest' or 'moving', got {frame!r}")
-    return LiePoissonSystem(euclidean(n), h, sign, casimirs=_PNorm(n), name=f"lagrange_top_{frame}")
+    return LiePoissonSystem(euclidean(n), h, sign, casimirs=_EuclideanCasimirs(n), name=f"lagrange_top_{frame}")
