@@ -13,7 +13,8 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._algebra import euclidean
 from .._system import AbstractClebschFlow, LiePoissonSystem
-from .._checks import finite_array, finite_scalar
+from .._checks import finite_array
+from .._lax import _state
 from ._heavy_top import _EuclideanCasimirs
 
 __all__ = ["clebsch_case", "clebsch_condition", "clebsch_lax", "ClebschHamiltonian", "ClebschFlowHamiltonian"]
@@ -143,11 +144,7 @@ def clebsch_lax(system: LiePoissonSystem, y: Float[Array, " d"], lam: ArrayLike)
     h = getattr(system, "hamiltonian", None)
     if not isinstance(system, LiePoissonSystem) or not isinstance(h, (ClebschHamiltonian, ClebschFlowHamiltonian)):
         raise TypeError(f"clebsch_lax needs lpjax.systems.clebsch_case(...), got {type(system).__name__}")
-    y = jnp.asarray(y)
-    system.check_state(y)
-    lam = finite_scalar(lam, "lam")
-    if not isinstance(lam, jax.core.Tracer) and np.asarray(lam) == 0:
-        raise ValueError("lam must be nonzero: L(λ) has a λ⁻¹ term")
+    y, _, lam = _state(system, y, 0.0, lam)  # the checks of the other Lax matrices
     b = jnp.asarray(h.B, y.dtype)
     n = b.shape[0]
     if isinstance(h, ClebschFlowHamiltonian):
