@@ -27,7 +27,7 @@ LISTED_METHODS = {
     "clebsch_case": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
     "neumann": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
     "kida_vortex": ("rk4", "gl2", "gl4", "collective"),
-    "movable_base_top": ("rk4", "gl2", "gl4", "collective"),
+    "movable_base_top": ("rk4", "gl2", "gl4", "dep", "collective"),
     **{name: _NONHOLONOMIC for name in ("veselova", "veselova_n", "chaplygin_sphere", "rubber_chaplygin_sphere",
                                         "lplusr", "spherical_support")},
 }
@@ -157,13 +157,14 @@ def _lagrangian(system):
     from . import lagrangians
 
     for make in (lagrangians.moser_veselov, lagrangians.suris_lagrange_top, lagrangians.suris_clebsch,
-                 lagrangians.heavy_top, lagrangians.kirchhoff):
+                 lagrangians.heavy_top, lagrangians.kirchhoff, lagrangians.midpoint):
         try:
             return make(system)
         except (TypeError, ValueError):
             continue
     raise TypeError("DiscreteEulerPoincare has no discrete Lagrangian for this system (it has them for free rigid "
-                    "bodies, Lagrange tops, Clebsch cases and heavy tops)")
+                    "bodies, Lagrange tops, Clebsch cases, heavy tops and any Hamiltonian quadratic in the momentum "
+                    "of a matrix group, lpjax.lagrangians.midpoint)")
 
 
 def _methods() -> dict[str, MethodEntry]:

@@ -1,7 +1,9 @@
 """Lie algebras given by structure constants (public namespace)."""
 
 from ._algebra import (
+    GroupSplit as GroupSplit,
     LieAlgebra as LieAlgebra,
+    group_split as group_split,
     euclidean as euclidean,
     from_matrix_basis as from_matrix_basis,
     se3 as se3,

@@ -1,4 +1,5 @@
 from ._base import LieAlgebra as LieAlgebra
+from ._split import GroupSplit as GroupSplit, group_split as group_split
 from ._constructors import (
     euclidean as euclidean,
     from_matrix_basis as from_matrix_basis,

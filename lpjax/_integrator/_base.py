@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PyTree, Scalar
 
-from .._group import SO3, AbstractMatrixLieGroup, SOn
+from .._algebra import LieAlgebra, se3
+from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
 __all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "AbstractGroupMap", "finite_result", "first_failure"]
@@ -112,8 +114,13 @@ class AbstractStateIsY(AbstractIntegrator):
         return state, None
 
 
-def _as_group(W: Float[Array, "... n n"]) -> AbstractMatrixLieGroup:
-    return SO3(W) if W.shape[-1] == 3 else SOn(W)
+def _as_group(W: Float[Array, "... m m"], algebra: LieAlgebra) -> Union[AbstractMatrixLieGroup, Array]:
+    """``W`` as a group element of ``algebra``'s group: SO3, SOn, SE3, else the matrix itself."""
+    if algebra.so_n is not None:
+        return SO3(W) if W.shape[-1] == 3 else SOn(W)
+    if algebra.dim == 6 and np.array_equal(algebra.matrix_basis, se3().matrix_basis):
+        return SE3(W[..., :3, :3], W[..., :3, 3])
+    return W
 
 
 class AbstractGroupMap(AbstractIntegrator):
@@ -155,11 +162,15 @@ class AbstractGroupMap(AbstractIntegrator):
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         return state[0] if self.reconstruct else state
 
-    def attitude(self, system: AbstractSystem, state: PyTree) -> AbstractMatrixLieGroup:
+    @abc.abstractmethod
+    def group_algebra(self, system: AbstractSystem) -> LieAlgebra:
+        """The algebra of the group ``W_k`` lives in (its matrix basis says which group)."""
+
+    def attitude(self, system: AbstractSystem, state: PyTree) -> Union[AbstractMatrixLieGroup, Array]:
         """The reconstructed group element ``g_k`` (needs ``reconstruct=True``)."""
         if not self.reconstruct:
             raise ValueError(f"{type(self).__name__}(reconstruct=False) carries no attitude")
-        return _as_group(state[1])
+        return _as_group(state[1], self.group_algebra(system))
 
     def save(self, system: AbstractSystem, state: PyTree):
         return self.observe(system, state), (self.attitude(system, state) if self.reconstruct else None)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
+from .._algebra import LieAlgebra
 from .._system import AbstractLiePoissonSystem, FreeRigidBodyFamily
 from ._base import AbstractGroupMap, first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve
@@ -54,6 +55,9 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod):
     tol: Optional[float] = eqx.field(static=True, default=None)
     reconstruct: bool = eqx.field(static=True, default=False)
     early_exit: bool = eqx.field(static=True, default=False)
+
+    def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
+        return system.algebra.rotation_structure[0]
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(system.hamiltonian.mass_tensor, y.dtype)

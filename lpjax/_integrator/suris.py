@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
+from .._algebra import LieAlgebra
 from .._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
 from ._base import AbstractGroupMap, StepInfo, finite_result
 
@@ -66,6 +67,9 @@ class SurisLagrangeTop(AbstractGroupMap):
 
         return suris_lagrange_lax(system, y, dt, lam)
 
+    def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
+        return system.algebra.rotation_structure[0]
+
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         h = system.hamiltonian
         g, m, a = _split(system, y)
@@ -116,6 +120,9 @@ class SurisClebsch(AbstractGroupMap):
         from .._lax import suris_clebsch_lax
 
         return suris_clebsch_lax(system, y, dt, lam)
+
+    def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
+        return system.algebra.rotation_structure[0]
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         g, m, P = _split(system, y)

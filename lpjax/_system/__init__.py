@@ -14,6 +14,7 @@ from ._families import (
     FreeRigidBodyFamily as FreeRigidBodyFamily,
     LagrangeTopFamily as LagrangeTopFamily,
     LiePoissonFamily as LiePoissonFamily,
+    MatrixGroupFamily as MatrixGroupFamily,
     RotationFamily as RotationFamily,
 )
 from ._nonholonomic import NonholonomicSystem as NonholonomicSystem

@@ -16,6 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
+from .._algebra import LieAlgebra, group_split
 from ._base import AbstractLiePoissonSystem, AbstractSystem
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "AnySystem",
     "LiePoissonFamily",
     "RotationFamily",
+    "MatrixGroupFamily",
     "FreeRigidBodyFamily",
     "LagrangeTopFamily",
     "ClebschFlowFamily",
@@ -172,6 +174,28 @@ class RotationFamily(AbstractFamily):
 
     def mismatch(self, system) -> Optional[Exception]:
         return _structure_mismatch(system, (0, 1))
+
+
+class MatrixGroupFamily(AbstractFamily):
+    """Lie–Poisson systems on (𝔤 ⋉ (Rʳ)^k)* for a matrix Lie algebra 𝔤 (:func:`group_split`):
+    a configuration in the matrix group G, with k advected vectors."""
+
+    group: Optional[LieAlgebra] = None
+    chart: str = eqx.field(static=True, default="cayley")
+    description: ClassVar[str] = (
+        "Lie–Poisson systems on (g ⋉ (R^r)^k)* for a Lie algebra g with a matrix basis (so(n), se(3), so(2,1), "
+        "e(n), se(3) x R^3; a matrix group G, with k advected vectors)"
+    )
+
+    def mismatch(self, system) -> Optional[Exception]:
+        err = _not_lie_poisson(system)
+        if err is not None:
+            return err
+        try:
+            group_split(system.algebra, self.group, self.chart)
+        except (TypeError, ValueError) as e:
+            return e
+        return None
 
 
 class FreeRigidBodyFamily(AbstractFamily):
