@@ -38,6 +38,12 @@ from ._clebsch_case import (
     clebsch_case as clebsch_case,
     clebsch_condition as clebsch_condition,
 )
+from ._coupled_lr import (
+    CoupledLRSystem as CoupledLRSystem,
+    LPlusRMetric as LPlusRMetric,
+    coupled_lr as coupled_lr,
+    lplusr_geodesic as lplusr_geodesic,
+)
 from ._neumann import (
     NeumannSystem as NeumannSystem,
     neumann as neumann,
