@@ -9,7 +9,7 @@ from scipy.integrate import solve_ivp
 
 import lpjax
 from lpjax.algebras import so3
-from lpjax.systems import coupled_lr, lplusr, lplusr_geodesic, veselova
+from lpjax.systems import abelian_coupled_lr, coupled_lr, lplusr, lplusr_geodesic, veselova
 
 I3 = jnp.array([1.0, 1.4, 2.1])
 
@@ -24,6 +24,9 @@ _CASES = [  # (id, system, ω_0, g_0)
      jnp.array([0.7, -0.4, 1.1]), _expm_so3(jnp.array([0.2, -0.3, 0.5]))),
     ("so4_rubber", coupled_lr(jnp.array([1.0, 1.5, 2.2, 3.1]), np.array([[0.0, 0.0, 0.6, 0.8]]), 0.4, 0.7, b=1.0, n=4),
      jnp.array([0.7, -0.4, 1.1, 0.3, 0.9, -0.6]), None),
+    ("so3_x_r2_abelian", abelian_coupled_lr(I3, np.linalg.qr(np.random.default_rng(0).normal(size=(3, 2)))[0].T,
+                                            jnp.array([0.5, 0.3]), jnp.array([1.2, 0.7])),
+     jnp.array([0.7, -0.4, 1.1]), _expm_so3(jnp.array([0.2, -0.3, 0.5]))),
 ]
 
 
@@ -31,9 +34,10 @@ _CASES = [  # (id, system, ω_0, g_0)
 def test_the_coupled_lr_system_reduces_to_the_lplusr_system(name, system, omega, g0):
     """Theorem 3.3: SO(3)³ (two balls, one with the no-twist constraint) and SO(4)², integrated
     unreduced by GL6 (reactions from the differentiated constraints), reduce to the trajectory of
-    ``lplusr(I, ε/a², ε/b²)`` from the reduced initial state (measured 1.1e-15 and 4.4e-15 over
-    t = 5). Along the way the constraints, the Noether law (3.19) and the energy stay at roundoff,
-    and the energy is the reduced one (3.18)."""
+    ``lplusr(I, ε/a², ε/b²)``, and SO(3) × R² (two rotors, (4.5)–(4.7)) to that of the general
+    ``lplusr(I, R=Σ ε_ia_i² ξ_i ⊗ ξ_i)``, from the reduced initial state (measured 1.1e-15,
+    4.4e-15, 6.7e-16 over t = 5). Along the way the constraints, the Noether law (3.19) and the
+    energy stay at roundoff, and the energy is the reduced one (3.18)."""
     x0 = system.state(omega, g0)
     sol = lpjax.integrate(system, lpjax.GaussLegendre(3), x0, 0.01, 500, save_every=50)
     reduced = system.reduce(sol.ys)
@@ -127,6 +131,8 @@ def test_coupled_lr_refuses_bad_input():
         coupled_lr(I3, np.array([[0.0, 0.0, 1.0]]), -0.3, 0.5)
     with pytest.raises(ValueError, match="b must be 1 values > 0"):
         coupled_lr(I3, np.array([[0.0, 0.0, 1.0]]), 0.3, 0.5, b=0.0)
+    with pytest.raises(ValueError, match="xis must be orthonormal rows of length 3"):
+        abelian_coupled_lr(I3, np.array([[1.0, 1.0, 0.0]]), 0.3, 0.5)
     system = _CASES[0][1]
     with pytest.raises(ValueError):
         lpjax.integrate(system, lpjax.GaussLegendre(2), jnp.ones(5), 0.01, 2)

@@ -39,6 +39,9 @@ from ._clebsch_case import (
     clebsch_condition as clebsch_condition,
 )
 from ._coupled_lr import (
+    AbelianCoupledLRSystem as AbelianCoupledLRSystem,
+    AbstractCoupledLRSystem as AbstractCoupledLRSystem,
+    abelian_coupled_lr as abelian_coupled_lr,
     CoupledLRSystem as CoupledLRSystem,
     LPlusRMetric as LPlusRMetric,
     coupled_lr as coupled_lr,

@@ -6,6 +6,7 @@ Lagrange–d'Alembert principle (``docs/seeds/seed001.md``, "The coupled systems
 
 from __future__ import annotations
 
+import abc
 from typing import Optional, final
 
 import equinox as eqx
@@ -20,11 +21,45 @@ from .._system import AbstractSystem, LiePoissonSystem
 from .._system._nonholonomic import NonholonomicSystem
 from ._nonholonomic import lplusr
 
-__all__ = ["CoupledLRSystem", "coupled_lr", "lplusr_geodesic", "LPlusRMetric"]
+__all__ = ["AbstractCoupledLRSystem", "CoupledLRSystem", "AbelianCoupledLRSystem", "coupled_lr", "abelian_coupled_lr",
+           "lplusr_geodesic", "LPlusRMetric"]
+
+
+def _ad(alg, g, x):
+    """``Ad_g x = vee(g x̂ gᵀ)`` in so(n)'s coordinates."""
+    return alg.vee(g @ alg.hat(x) @ g.T, check=False)
+
+
+class AbstractCoupledLRSystem(AbstractSystem):
+    """A body ``g_0 ∈ SO(n)`` coupled to other bodies by right-invariant constraints (seed 001,
+    secs 3–4), whose reduction (:meth:`reduce`) is the L+R system :attr:`reduced`."""
+
+    reduced: eqx.AbstractVar[NonholonomicSystem]
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """The length of the state."""
+
+    @abc.abstractmethod
+    def reduce(self, x: Float[Array, "... s"]) -> Float[Array, "... m"]:
+        """Theorem 3.3: the state of :attr:`reduced`."""
+
+    def casimirs(self, x: Float[Array, " s"]) -> Float[Array, " q"]:
+        """None are known: the flow is not Hamiltonian."""
+        return jnp.zeros((0,), x.dtype)
+
+    def check_state(self, x: Array) -> None:
+        float_vector(x, self.size, type(self).__name__)
+
+    def spatial_momentum(self, x: Float[Array, " s"]) -> Float[Array, " d"]:
+        """``Ad_{g_0} k``, the linear conservation law (3.19): constant along a motion."""
+        n = self.reduced.n
+        return _ad(self.reduced.algebra, x[: n * n].reshape(n, n), self.reduce(x)[: self.reduced.algebra.dim])
 
 
 @final
-class CoupledLRSystem(AbstractSystem):
+class CoupledLRSystem(AbstractCoupledLRSystem):
     r"""A body ``g_0 ∈ SO(n)`` with a left-invariant metric ``I`` coupled to r bodies
     ``g_i ∈ SO(n)`` with bi-invariant metrics ``ε_i`` by right-invariant (space-frame) constraints
     (seed 001, (3.1)–(3.3), and for r > 1 (4.1)–(4.2)):
@@ -81,11 +116,6 @@ class CoupledLRSystem(AbstractSystem):
         prs = jnp.stack([self.reduced._pr(gammas[i]) for i in range(self.r)])
         return -prs / self.a[:, None, None] + (eye[None] - prs) * self.b_inv[:, None, None]
 
-    def _ad(self, g, x):
-        """``Ad_g x = vee(g x̂ gᵀ)``."""
-        alg = self.reduced.algebra
-        return alg.vee(g @ alg.hat(x) @ g.T, check=False)
-
     def vector_field(self, x: Float[Array, " s"]) -> Float[Array, " s"]:
         alg = self.reduced.algebra
         gs, ps = self._split(x)
@@ -103,7 +133,7 @@ class CoupledLRSystem(AbstractSystem):
         dM0 = rhs - jnp.einsum("ijk,ik->j", A, lam)
         out = [(g0 @ alg.hat(om0)).reshape(-1), dM0]
         for i in range(self.r):
-            out += [(alg.hat(ps[i + 1] / self.eps[i]) @ gs[i + 1]).reshape(-1), self._ad(g0, lam[i])]
+            out += [(alg.hat(ps[i + 1] / self.eps[i]) @ gs[i + 1]).reshape(-1), _ad(self.reduced.algebra, g0, lam[i])]
         return jnp.concatenate(out)
 
     def energy(self, x: Float[Array, " s"]) -> Scalar:
@@ -112,18 +142,11 @@ class CoupledLRSystem(AbstractSystem):
         om0 = jnp.linalg.solve(self.reduced.inertia.astype(x.dtype), ps[0])
         return 0.5 * jnp.dot(ps[0], om0) + 0.5 * jnp.sum(jnp.sum(ps[1:] ** 2, axis=1) / self.eps)
 
-    def casimirs(self, x: Float[Array, " s"]) -> Float[Array, " q"]:
-        """None are known: the flow is not Hamiltonian."""
-        return jnp.zeros((0,), x.dtype)
-
-    def check_state(self, x: Array) -> None:
-        float_vector(x, self.size, self.name)
-
     def constraints(self, x: Float[Array, " s"]) -> Float[Array, " c"]:
         """``pr_{𝔳_i}(Ω_0 + a_iΩ_i)`` and ``pr_{𝔥_i}(Ω_0 − b_iΩ_i)/b_i²`` (0 without the twist
         constraint), in space: zero along a motion."""
         gs, ps = self._split(x)
-        Om0 = self._ad(gs[0], jnp.linalg.solve(self.reduced.inertia.astype(x.dtype), ps[0]))
+        Om0 = _ad(self.reduced.algebra, gs[0], jnp.linalg.solve(self.reduced.inertia.astype(x.dtype), ps[0]))
         eye = jnp.eye(self.reduced.algebra.dim, dtype=x.dtype)
         out = []
         for i in range(self.r):
@@ -138,21 +161,16 @@ class CoupledLRSystem(AbstractSystem):
         gs, ps = self._split(x)
         gammas = self.directions @ gs[0]
         A = self._A(gammas)
-        k = ps[0] + sum(A[i] @ self._ad(gs[0].T, ps[i + 1]) for i in range(self.r))
+        k = ps[0] + sum(A[i] @ _ad(self.reduced.algebra, gs[0].T, ps[i + 1]) for i in range(self.r))
         return jnp.concatenate([k, gammas.reshape(-1)])
-
-    def spatial_momentum(self, x: Float[Array, " s"]) -> Float[Array, " d"]:
-        """``Ad_{g_0} k = m_0 + Σ_i A_i m_i``, the linear conservation law (3.19)."""
-        gs, _ = self._split(x)
-        return self._ad(gs[0], self.reduce(x)[: self.reduced.algebra.dim])
 
     def state(self, omega: ArrayLike, g0: Optional[ArrayLike] = None) -> Float[Array, " s"]:
         """The state on the constraints with body angular velocity ``ω_0``, attitude ``g_0``
         (default I), the other bodies at ``g_i = I`` and without spin about ``e_i``."""
-        alg, n = self.reduced.algebra, self.n
+        n = self.n
         om = as_float(omega, "omega")
         g0 = jnp.eye(n, dtype=om.dtype) if g0 is None else as_float(g0, "g0")
-        Om0 = self._ad(g0, om)
+        Om0 = _ad(self.reduced.algebra, g0, om)
         ms = self.eps[:, None] * (self._A(self.directions) @ Om0)
         parts = [g0.reshape(-1), self.reduced.inertia.astype(om.dtype) @ om]
         for i in range(self.r):
@@ -181,6 +199,102 @@ def coupled_lr(inertia: ArrayLike, directions: ArrayLike, eps: ArrayLike, a: Arr
     b_inv = 1.0 / b
     reduced = lplusr(inertia, eps / a**2, eps * b_inv**2, n)
     return CoupledLRSystem(reduced, eps, a, b_inv, e)
+
+
+@final
+class AbelianCoupledLRSystem(AbstractCoupledLRSystem):
+    r"""A body ``g ∈ SO(n)`` coupled to r rotors ``x_i ∈ R`` (the abelian group Rʳ) by
+    ``ẋ_i = a_i⟨Ω, ξ_i⟩``, Ω = ġg⁻¹ the space angular velocity and ξ_i fixed orthonormal elements of
+    so(n) (seed 001, (4.5)–(4.7), and the proof of Theorem 3.3 with the basis (3.21)):
+    ``L = ½⟨Iω, ω⟩ + Σ_i ½ε_i ẋ_i²``.
+
+    Lagrange–d'Alembert: ``p_i' = λ_i`` for the rotors' momenta ``p_i = ε_iẋ_i`` and
+    ``M' = [M, ω] − Σ_i a_iλ_i E_i`` with ``E_i = Ad_{g⁻¹}ξ_i``; the constraints differentiated give
+    ``λ_i/ε_i = a_i⟨ω', E_i⟩``. State ``(g, M, x, p)`` (g row-major). Reduction (:meth:`reduce`):
+    ``k = M + Σ_i a_ip_iE_i`` and the ``E_i`` solve the general L+R system
+    ``lplusr(I, R=Σ_i ε_ia_i² ξ_i ⊗ ξ_i)`` (ξ_a' = [ξ_a, Ω], in the order of its weights).
+    """
+
+    reduced: NonholonomicSystem
+    eps: Float[Array, " r"]
+    a: Float[Array, " r"]
+    xis: Float[Array, "r d"]
+    order: tuple[int, ...] = eqx.field(static=True)  # the E_i in the order of reduced.R
+    name: str = eqx.field(static=True, default="abelian_coupled_lr")
+
+    @property
+    def size(self) -> int:
+        n, d, r = self.reduced.n, self.reduced.algebra.dim, len(self.order)
+        return n * n + d + 2 * r
+
+    def _split(self, x):
+        n, d, r = self.reduced.n, self.reduced.algebra.dim, len(self.order)
+        g = x[: n * n].reshape(n, n)
+        return g, x[n * n : n * n + d], x[n * n + d : n * n + d + r], x[n * n + d + r :]
+
+    def _body(self, g):
+        """``E_i = Ad_{g⁻¹}ξ_i`` as rows."""
+        return jnp.stack([_ad(self.reduced.algebra, g.T, xi) for xi in self.xis])
+
+    def vector_field(self, x: Float[Array, " s"]) -> Float[Array, " s"]:
+        alg = self.reduced.algebra
+        g, M, _, p = self._split(x)
+        I = self.reduced.inertia.astype(x.dtype)
+        om = jnp.linalg.solve(I, M)
+        E = self._body(g)
+        rhs = alg.bracket(M, om)
+        K = jnp.diag(1.0 / self.eps) + jnp.outer(self.a, self.a) * (E @ jnp.linalg.solve(I, E.T))
+        lam = jnp.linalg.solve(K, self.a * (E @ jnp.linalg.solve(I, rhs)))
+        return jnp.concatenate([(g @ alg.hat(om)).reshape(-1), rhs - E.T @ (self.a * lam), p / self.eps, lam])
+
+    def energy(self, x: Float[Array, " s"]) -> Scalar:
+        """``½⟨M, ω⟩ + Σ_i p_i²/(2ε_i)``: on the constraints, the reduced ``½⟨k, ω⟩``."""
+        _, M, _, p = self._split(x)
+        return 0.5 * jnp.dot(M, jnp.linalg.solve(self.reduced.inertia.astype(x.dtype), M)) + 0.5 * jnp.sum(p**2 / self.eps)
+
+    def constraints(self, x: Float[Array, " s"]) -> Float[Array, " r"]:
+        """``ẋ_i − a_i⟨Ω, ξ_i⟩``: zero along a motion."""
+        g, M, _, p = self._split(x)
+        Om = _ad(self.reduced.algebra, g, jnp.linalg.solve(self.reduced.inertia.astype(x.dtype), M))
+        return p / self.eps - self.a * (self.xis @ Om)
+
+    def reduce(self, x: Float[Array, "... s"]) -> Float[Array, "... m"]:
+        """Theorem 3.3: the state ``(k, E_1, …)`` of :attr:`reduced`."""
+        if x.ndim > 1:
+            return jnp.stack([self.reduce(row) for row in x])
+        g, M, _, p = self._split(x)
+        E = self._body(g)
+        return jnp.concatenate([M + E.T @ (self.a * p), E[np.asarray(self.order)].reshape(-1)])
+
+    def state(self, omega: ArrayLike, g0: Optional[ArrayLike] = None) -> Float[Array, " s"]:
+        """The state on the constraints with body angular velocity ω, attitude ``g0`` (default I),
+        rotors at 0."""
+        om = as_float(omega, "omega")
+        n = self.reduced.n
+        g0 = jnp.eye(n, dtype=om.dtype) if g0 is None else as_float(g0, "g0")
+        p = self.eps * self.a * (self.xis @ _ad(self.reduced.algebra, g0, om))
+        return jnp.concatenate([g0.reshape(-1), self.reduced.inertia.astype(om.dtype) @ om, jnp.zeros_like(p), p])
+
+
+def abelian_coupled_lr(inertia: ArrayLike, xis: ArrayLike, eps: ArrayLike, a: ArrayLike, n: int = 3
+                       ) -> AbelianCoupledLRSystem:
+    """The LR system on SO(n) × Rʳ of seed 001, (4.5)–(4.7) (:class:`AbelianCoupledLRSystem`):
+    ``xis`` r orthonormal rows in so(n)'s coordinates, ``eps`` and ``a`` r positive values. Any
+    general L+R system ``lplusr(I, R=R)`` is the reduction of the one with ξ_i the eigenvectors
+    of R and ``ε_ia_i²`` its eigenvalues (Theorem 3.3)."""
+    xis = as_float(xis, "xis")
+    xis = xis.reshape(-1, xis.shape[-1]) if xis.ndim else xis
+    r = xis.shape[0]
+    eps = positive_vector(jnp.atleast_1d(as_float(eps, "eps")), r, "eps")
+    a = positive_vector(jnp.atleast_1d(as_float(a, "a")), r, "a")
+    X = np.asarray(xis)
+    if X.shape[1] != n * (n - 1) // 2 or not np.allclose(X @ X.T, np.eye(r), atol=1e-12):
+        raise ValueError(f"abelian_coupled_lr: xis must be orthonormal rows of length {n * (n - 1) // 2} (so({n})), "
+                         f"got {X!r}")
+    weights = np.asarray(eps * a**2)
+    reduced = lplusr(inertia, R=jnp.einsum("i,ij,ik->jk", eps * a**2, xis, xis), n=n)
+    order = tuple(int(i) for i in np.argsort(weights, kind="stable"))
+    return AbelianCoupledLRSystem(reduced, eps, a, xis, order)
 
 
 @final
