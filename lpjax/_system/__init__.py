@@ -15,7 +15,6 @@ from ._families import (
     LagrangeTopFamily as LagrangeTopFamily,
     LiePoissonFamily as LiePoissonFamily,
     MatrixGroupFamily as MatrixGroupFamily,
-    RotationFamily as RotationFamily,
 )
 from ._nonholonomic import NonholonomicSystem as NonholonomicSystem
 from ._hamiltonize import Hamiltonized as Hamiltonized, hamiltonize as hamiltonize

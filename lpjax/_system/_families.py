@@ -26,7 +26,6 @@ __all__ = [
     "AbstractFamily",
     "AnySystem",
     "LiePoissonFamily",
-    "RotationFamily",
     "MatrixGroupFamily",
     "FreeRigidBodyFamily",
     "LagrangeTopFamily",
@@ -162,18 +161,6 @@ class LiePoissonFamily(AbstractFamily):
 
     def mismatch(self, system) -> Optional[Exception]:
         return _not_lie_poisson(system)
-
-
-class RotationFamily(AbstractFamily):
-    """Lie–Poisson systems on so(n)* or (so(n) ⋉ Rⁿ)* = e(n)*, se(3)*: an SO(n) configuration,
-    optionally with one advected vector."""
-
-    description: ClassVar[str] = (
-        "Lie–Poisson systems on so(n)*, se(3)* or e(n)* (SO(n), optionally with an advected vector in Rⁿ)"
-    )
-
-    def mismatch(self, system) -> Optional[Exception]:
-        return _structure_mismatch(system, (0, 1))
 
 
 class MatrixGroupFamily(AbstractFamily):
