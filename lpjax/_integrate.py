@@ -9,7 +9,6 @@ array values reuses the compiled code.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Optional
 
@@ -19,8 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
+from ._adjoint import loop
 from ._checks import as_float, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
-from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, StepInfo
+from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 from ._system import AbstractSystem
 
 __all__ = ["Solution", "integrate"]
@@ -118,127 +118,6 @@ def _solves_implicitly(method: AbstractIntegrator) -> bool:
     return any(is_implicit(x) for x in jax.tree.leaves(method, is_leaf=is_implicit))
 
 
-def _group_size(length: int) -> int:
-    """The checkpoint group: a divisor of ``length`` within a factor 2 of √length if there is one
-    (no remainder loop, so the step is compiled once per level), else ⌊√length⌋."""
-    root = math.isqrt(length)
-    divisors = [d for d in range(max(1, root // 2), 2 * root + 1) if length % d == 0]
-    return min(divisors, key=lambda d: abs(d - root)) if divisors else root
-
-
-def _loop(f, dyn, carry, length: int, discrete: bool):
-    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` over ``length`` iterations, whose reverse mode
-    stores O(√length) carries.
-
-    The iterations run in groups of about √length (:func:`_group_size`). The backward pass keeps
-    the carry at each group's start and recomputes one group at a time (two-level
-    checkpointing; one extra forward sweep). Each group is either ``jax.checkpoint``-ed
-    (``discrete=False``: JAX differentiates the loop, forward and reverse mode) or a
-    :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only). Without
-    differentiation neither costs anything. Loops shorter than 16 are one group.
-    """
-    if discrete:
-        def run(c, n):
-            return _adjoint_scan(f, n, dyn, c)
-    else:
-        def run(c, n):
-            return jax.lax.scan(lambda c, _: f(dyn, c), c, None, length=n, unroll=n == 1)
-    if length < 16:
-        return run(carry, length)
-    group = _group_size(length)
-    q, r = divmod(length, group)
-    if r:  # the last group takes the remainder: every step then runs inside a loop of >= 2 steps,
-        q -= 1  # compiled alike in any run (a run split in pieces stays bit-identical)
-
-    def run_group(c, _):
-        return run(c, group)
-
-    carry, ys = jax.lax.scan(run_group if discrete else jax.checkpoint(run_group, prevent_cse=False), carry, None, length=q)
-    ys = jax.tree.map(lambda a: a.reshape(q * group, *a.shape[2:]), ys)
-    if r:
-        carry, rest = run(carry, group + r)
-        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, rest)
-    return carry, ys
-
-
-def _adjoint_scan(f, length: int, dyn, carry):
-    out = _adjoint_scan_vjp(f, length, dyn, carry)
-    # Integer outputs (result codes, counters) carry no tangent: say so, so that JAX does not
-    # differentiate what reads them (``eqx.error_if`` on the result code).
-    return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _adjoint_scan_vjp(f, length: int, dyn, carry):
-    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` with a hand-written discrete adjoint.
-
-    The residual is the carry entering the loop. The backward pass recomputes the loop keeping
-    the ``length`` carries ``c_k``, then runs the adjoint recursion
-    ``λ_k = (∂f/∂c)(c_k)ᵀ (λ_{k+1}, out̄_k)`` backwards in a ``lax.scan`` that differentiates with
-    respect to the carry only, and only afterwards the parameter cotangent
-    ``Σ_k (∂f/∂dyn)(c_k)ᵀ (λ_{k+1}, out̄_k)``, all ``k`` at once under ``vmap``: the sequential
-    part is one state vector–Jacobian product per step, and the parameter part is parallel.
-    (Suris map, CPU: 53 + 82 ns per step, against 946 ns for both in the loop and 4–6 µs for
-    JAX's reverse mode of the loop.) Same gradient as JAX's, to roundoff; no forward mode.
-    """
-    return jax.lax.scan(lambda c, _: f(dyn, c), carry, None, length=length)
-
-
-def _is_primal(x):
-    return isinstance(x, jax.custom_derivatives.CustomVJPPrimal)
-
-
-def _adjoint_scan_fwd(f, length, dyn, carry):
-    # symbolic_zeros: the leaves come as (value, perturbed); the parameter cotangent is formed
-    # only for the arrays that are differentiated (none, for a gradient in y0 alone).
-    perturbed = jax.tree.map(lambda p: p.perturbed, dyn, is_leaf=_is_primal)
-    dyn, carry = jax.tree.map(lambda p: p.value, (dyn, carry), is_leaf=_is_primal)
-    return _adjoint_scan_vjp(f, length, dyn, carry), (dyn, carry, perturbed)
-
-
-def _inexact(tree):
-    return eqx.filter(tree, eqx.is_inexact_array)
-
-
-def _instantiate(ct):
-    zero = jax.custom_derivatives.SymbolicZero
-    return jax.tree.map(lambda z: jnp.zeros(z.shape, z.dtype) if isinstance(z, zero) else z, ct,
-                        is_leaf=lambda z: isinstance(z, zero))
-
-
-def _adjoint_scan_bwd(f, length, residuals, cotangents):
-    dyn, carry0, perturbed = residuals
-    ct_carry, ct_outs = _inexact(_instantiate(cotangents))
-    _, carries = jax.lax.scan(lambda c, _: (f(dyn, c)[0], c), carry0, None, length=length)
-    wanted = jax.tree.map(lambda a, p: eqx.is_inexact_array(a) and p, dyn, perturbed)
-    dyn_float, dyn_other = eqx.partition(dyn, wanted)
-
-    def local(d, c):  # one iteration's inexact outputs as a function of (dyn, carry) floats
-        c_float, c_other = c
-        out = f(eqx.combine(d, dyn_other), eqx.combine(c_float, c_other))
-        return _inexact(out)
-
-    def back(lam, xs):
-        c, ct_out = xs
-        c_float, c_other = eqx.partition(c, eqx.is_inexact_array)
-        _, vjp = jax.vjp(lambda cf: local(dyn_float, (cf, c_other)), c_float)
-        return vjp((lam, ct_out))[0], lam
-
-    lam0, lams = jax.lax.scan(back, ct_carry, (carries, ct_outs), reverse=True)
-
-    def parameter_part(c, lam, ct_out):
-        _, vjp = jax.vjp(lambda d: local(d, eqx.partition(c, eqx.is_inexact_array)), dyn_float)
-        return vjp((lam, ct_out))[0]
-
-    if not jax.tree.leaves(dyn_float):
-        return None, lam0
-    ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(parameter_part)(carries, lams, ct_outs))
-    return ct_dyn, lam0
-
-
-_adjoint_scan_vjp.defvjp(_adjoint_scan_fwd, _adjoint_scan_bwd, symbolic_zeros=True)
-
-
 @eqx.filter_jit
 def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str,
                state0=None) -> Solution:
@@ -249,7 +128,9 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         state0 = method.init(system, y0, dt)
     dyn, static = eqx.partition((system, method, dt), eqx.is_array)
     # The discrete adjoint runs over single steps: within a save when saves are far apart, over
-    # the saves (each a few steps) when they are close.
+    # the saves (each a few steps) when they are close. A method with its own adjoint of a step
+    # (AbstractSteppedAdjoint) gets it over the steps of each save.
+    stepped_method = isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
     discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
     def one_step(dyn, carry: _Carry):
@@ -257,14 +138,31 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         state, result, info = method.step(system, carry.state, dt)
         return carry.update(state, result, info), None
 
+    def step_residuals(dyn, carry: _Carry):
+        system, method, dt = eqx.combine(dyn, static)
+        state, result, info, res = method.step_residuals(system, carry.state, dt)
+        return carry.update(state, result, info), res
+
+    def step_vjp(dyn, state, res, ct):
+        system, method, dt = eqx.combine(dyn, static)
+        return method.step_vjp(system, dt, state, res, ct)
+
+    def parameter_vjp(dyn, seed):
+        system, method, dt = eqx.combine(dyn, static)
+        ct_system, ct_dt = method.parameter_vjp(system, dt, seed)
+        zeros = jax.tree.map(jnp.zeros_like, eqx.filter(dyn, eqx.is_inexact_array))
+        return ct_system, zeros[1], ct_dt.astype(zeros[2].dtype)
+
+    stepped = (step_residuals, step_vjp, parameter_vjp, throw) if stepped_method else None
+
     def one_save(dyn, carry: _Carry):
         system, method, _ = eqx.combine(dyn, static)
-        carry, _ = _loop(one_step, dyn, carry, save_every, discrete and save_every >= 16)
+        carry, _ = loop(one_step, dyn, carry, save_every, discrete and save_every >= 16, stepped)
         return carry, method.save(system, carry.state)
 
     init = _Carry.start(state0, rdtype)
     n_save = n_steps // save_every
-    carry, saved = _loop(one_save, dyn, init, n_save, discrete and save_every < 16)
+    carry, saved = loop(one_save, dyn, init, n_save, not stepped_method and discrete and save_every < 16)
     saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), method.save(system, state0), saved)
     ys, gs = saved
     ts = t0 + dt * save_every * jnp.arange(n_save + 1, dtype=rdtype)
@@ -313,11 +211,19 @@ def integrate(
       (``benchmarks/gradients.py``).
     * ``"direct"``: JAX differentiates the checkpointed loop itself. Forward mode too
       (``jax.jvp``, ``jax.jacfwd``: one forward run per direction, for few parameters).
-      For implicit methods its reverse mode is as fast or faster (8–13 forward runs for GL4,
-      against 9–12 for ``"discrete"``, which redoes each step's solve for the adjoint).
-    * ``"auto"`` (default): ``"direct"`` for methods with implicit solves, ``"discrete"``
-      otherwise. Forward mode through an explicit map then needs ``adjoint="direct"``
-      (JAX otherwise says it "can't apply forward-mode autodiff (jvp) to a custom_vjp function").
+    * For a method with its own adjoint of a step (:class:`lpjax.AbstractSteppedAdjoint`:
+      :class:`GaussLegendre`), ``"discrete"`` is that adjoint: each checkpoint group is
+      recomputed once keeping the converged stages, the transposed stage equations are solved
+      per step by the stages' own fixed-point iteration (the same test and limit; a dense solve
+      for ``solver="newton"``/``"auto"``) with the Jacobians of ``f`` at the stages, and the
+      parameter cotangents of the group are formed at once under ``vmap``. A step whose adjoint
+      solve fails makes the gradient NaN, and raises under ``throw=True``. GL4 on the heavy top,
+      10⁴ steps: 6–7 forward runs for the gradient in every array, against 17–18 for
+      ``"direct"`` (measured in one run on this 2-core machine; ``benchmarks/gradients.py``).
+    * ``"auto"`` (default): ``"discrete"`` for explicit maps and for methods with their own
+      adjoint of a step, ``"direct"`` for the other implicit methods (Moser–Veselov, DEP,
+      Collective). Forward mode then needs ``adjoint="direct"`` (JAX otherwise says it "can't
+      apply forward-mode autodiff (jvp) to a custom_vjp function").
 
     All give the same derivatives to roundoff.
 

@@ -1,5 +1,6 @@
 from ._base import (
     AbstractGroupMap as AbstractGroupMap,
+    AbstractSteppedAdjoint as AbstractSteppedAdjoint,
     AbstractIntegrator as AbstractIntegrator,
     AbstractStateIsY as AbstractStateIsY,
     RESULTS as RESULTS,

@@ -15,7 +15,7 @@ from .._algebra import LieAlgebra, se3
 from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractStateIsY", "AbstractGroupMap", "finite_result", "first_failure"]
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractStateIsY", "AbstractGroupMap", "finite_result", "first_failure"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -96,6 +96,30 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def save(self, system: AbstractSystem, state: PyTree) -> tuple[Float[Array, " n"], Optional[PyTree]]:
         """``(y, attitude)`` kept at a save point; ``attitude`` is ``None`` unless reconstructed."""
+
+
+class AbstractSteppedAdjoint(AbstractIntegrator):
+    """An integrator that supplies the discrete adjoint of its own step, which
+    :func:`lpjax.integrate` uses for reverse-mode gradients (``adjoint="discrete"``): the
+    backward pass recomputes each checkpoint group keeping :meth:`step_residuals`, runs
+    :meth:`step_vjp` backwards, without differentiating through the step's solve, and then forms
+    the parameter cotangents of the whole group at once (:meth:`parameter_vjp` under ``vmap``)."""
+
+    @abc.abstractmethod
+    def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo, PyTree]:
+        """:meth:`step`, and what :meth:`step_vjp` needs of it: ``(state, result, info, residuals)``."""
+
+    @abc.abstractmethod
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals: PyTree, ct_state: PyTree
+                 ) -> tuple[PyTree, PyTree, Any]:
+        """``(ct_state, seed, converged)``: the cotangent of the state entering the step from
+        ``state``, given its new state's cotangent; what :meth:`parameter_vjp` needs (``seed``);
+        whether the adjoint solve converged."""
+
+    @abc.abstractmethod
+    def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed: PyTree) -> tuple[PyTree, Scalar]:
+        """The step's cotangents ``(system's inexact arrays, dt)`` from its ``seed``; run for
+        many steps at once under ``vmap``, after the sequential sweep."""
 
 
 class AbstractStateIsY(AbstractIntegrator):

@@ -20,8 +20,9 @@ from jaxtyping import Array, Float, Scalar
 from .. import _small as sm
 from .._algebra._base import _Frozen
 from .._system import AbstractSystem, AnySystem
-from ._base import RESULTS, first_failure
+from ._base import RESULTS, AbstractSteppedAdjoint, first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve
+from ._stage_adjoint import stage_parameter_vjp, stage_vjp
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
 
@@ -156,7 +157,7 @@ def _newton_fallback(f, Y: Float[Array, "s n"], dt: Scalar, A: np.ndarray):
 
 
 @final
-class GaussLegendre(AbstractImplicitMethod):
+class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
     r"""s-stage Gauss–Legendre collocation method (order 2s), with implicit differentiation.
 
     The stage increments ``Z`` solve ``Z = dt (A ⊗ I) F(y + Z)`` with the implicit kernel
@@ -290,8 +291,18 @@ class GaussLegendre(AbstractImplicitMethod):
         return state.y, None
 
     def step(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
+        return self.step_residuals(system, state, dt)[:3]
+
+    def step_residuals(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
         Z, F, result, info = self.solve_stages(system, state, dt)
-        return self.advance(state, Z, F, dt, result) + (info,)
+        return self.advance(state, Z, F, dt, result) + (info, Z)
+
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, residuals, ct_state):
+        """The discrete adjoint of a step (:mod:`lpjax._integrator._stage_adjoint`)."""
+        return stage_vjp(self, system, dt, state, residuals, ct_state, lambda f, x: jax.jacfwd(f)(x))
+
+    def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed):
+        return stage_parameter_vjp(system, dt, seed)
 
     def solve_stages(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar):
         """The stage increments ``Z`` of one step, the stage fields ``F_i = f(y + Z_i)``, the
