@@ -41,21 +41,42 @@ import jax.numpy as jnp
 import numpy as np
 
 import lpjax
-from lpjax.systems import heavy_top, lagrange_top
+from lpjax.systems import heavy_top, lagrange_top, rigid_body
+
+
+_TOP = (heavy_top(jnp.array([1.0, 1.0, 0.5]), jnp.array([0.1, 0.0, 1.0]), 1.0),
+        jnp.array([0.3, 0.2, 2.0, 0.0, np.sin(0.4), np.cos(0.4)]))
 
 
 def _case(name):
-    if name == "GL4 heavy top":
-        return (heavy_top(jnp.array([1.0, 1.0, 0.5]), jnp.array([0.1, 0.0, 1.0]), 1.0), lpjax.GaussLegendre(2),
-                jnp.array([0.3, 0.2, 2.0, 0.0, np.sin(0.4), np.cos(0.4)]))
+    if name in ("GL4 heavy top", "diffrax Tsit5 heavy top", "diffrax + lpjax GL4 heavy top"):
+        return _TOP[0], lpjax.GaussLegendre(2), _TOP[1]
+    if name == "Moser-Veselov rigid body":
+        return rigid_body(jnp.array([1.0, 2.0, 3.0])), lpjax.MoserVeselov(), jnp.array([1.0, 0.5, 0.8])
     return (lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(),
             jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
 
 
+def _diffrax_final(system, y0, n, solver):
+    import diffrax
+
+    sol = diffrax.diffeqsolve(lpjax.diffrax.LiePoissonTerm(system), solver, 0.0, 0.01 * n, 0.01, y0,
+                              saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
+                              adjoint=diffrax.RecursiveCheckpointAdjoint(), max_steps=n)
+    return sol.ys[-1]
+
+
 def _functions(name, n, variant="auto"):
+    """The forward run, the gradient in the system's arrays and y0 together, and in y0 alone."""
     system, method, y0 = _case(name)
 
     def loss(system, y0):
+        if name.startswith("diffrax"):
+            import diffrax
+            import lpjax.diffrax
+
+            solver = diffrax.Tsit5() if "Tsit5" in name else lpjax.diffrax.GaussLegendre(2, error_estimate=False)
+            return jnp.sum(_diffrax_final(system, y0, n, solver))
         if variant == "scan":  # the method's own step in a plain lax.scan: AD stores every step
             def step(state, _):
                 return method.step(system, state, 0.01)[0], None
@@ -63,7 +84,9 @@ def _functions(name, n, variant="auto"):
             return jnp.sum(method.observe(system, jax.lax.scan(step, method.init(system, y0, 0.01), None, length=n)[0]))
         return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=n, adjoint=variant).ys[-1])
 
-    return system, y0, eqx.filter_jit(loss), eqx.filter_jit(eqx.filter_grad(loss)), eqx.filter_jit(jax.grad(loss, argnums=1))
+    both = eqx.filter_grad(lambda args: loss(*args))
+    return (system, y0, eqx.filter_jit(loss), eqx.filter_jit(lambda system, y0: both((system, y0))),
+            eqx.filter_jit(jax.grad(loss, argnums=1)))
 
 
 def _rss_kib(field: str) -> int:
@@ -138,13 +161,13 @@ def main() -> None:
     steps = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     rows = []
     few = _few_parameters(10_000)  # first: after the 10⁵-step rows the same process times it up to 3× slower
-    cases = [(name, variant) for name in ("GL4 heavy top", "Suris Lagrange top") for variant in ("auto", "discrete", "direct", "scan")
-             if not (name == "GL4 heavy top" and variant == "direct")]  # auto is direct for GL4
+    cases = [(name, variant) for name in ("GL4 heavy top", "Suris Lagrange top", "Moser-Veselov rigid body")
+             for variant in ("auto", "direct", "scan") if not (name.startswith("Moser") and variant == "direct")]
+    cases += [("diffrax Tsit5 heavy top", "diffrax"), ("diffrax + lpjax GL4 heavy top", "diffrax")]
     for name, variant in cases:
-        label = f"{name}, " + {"auto": 'adjoint="auto"' + (" (direct)" if name.startswith("GL4") else " (discrete)"),
-                               "discrete": 'adjoint="discrete"', "direct": 'adjoint="direct"', "scan": "plain lax.scan"}[variant]
-        if variant == "discrete" and not name.startswith("GL4"):
-            continue  # auto is discrete for the explicit map
+        auto = " (direct)" if name.startswith("Moser") else " (discrete)"
+        label = f"{name}, " + {"auto": 'adjoint="auto"' + auto, "direct": 'adjoint="direct"', "scan": "plain lax.scan",
+                               "diffrax": "RecursiveCheckpointAdjoint"}[variant]
         for n in steps:
             system, y0, fwd, grad, grad_y0 = _functions(name, n, variant)
             _, tf = H.time_calls(lambda: jax.block_until_ready(fwd(system, y0)))

@@ -148,10 +148,12 @@ def stepped_scan(fs, length: int, dyn, carry):
     """``lax.scan`` of ``f(dyn, ·) -> (carry, None)`` whose reverse mode is the method's own
     adjoint of a step. ``fs = (f, f_res, f_vjp, f_params, throw)``: ``f_res(dyn, c) -> (carry,
     residuals)`` is the step keeping what ``f_vjp(dyn, state, residuals, ct_state) -> (ct_state,
-    seed, ok)`` needs, and ``f_params(dyn, seed) -> ct_dyn`` a step's parameter cotangent. The
-    backward pass recomputes the loop once, keeping each step's entering state and residuals,
-    runs ``f_vjp`` backwards, then ``f_params`` over all the steps at once (``vmap``) and sums.
-    A step whose adjoint solve fails makes every cotangent NaN, and with ``throw`` raises."""
+    seed, ok)`` needs (``f_vjp(..., robust)``: the fast or the robust solve), and
+    ``f_params(dyn, seed) -> ct_dyn`` a step's parameter cotangent. The backward pass recomputes
+    the loop once, keeping each step's entering state and residuals, runs ``f_vjp`` backwards
+    (again with the robust solve if a step's fast one failed), then ``f_params`` over all the
+    steps at once (``vmap``) and sums. A step whose robust adjoint solve fails too makes every
+    cotangent NaN, and with ``throw`` raises."""
     out = _stepped(fs, length, dyn, carry)
     return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
 
@@ -180,12 +182,16 @@ def _stepped_bwd(fs, length, residuals, cotangents):
 
     _, (states, res) = jax.lax.scan(forward, carry0, None, length=length)
 
-    def back(acc, xs):
-        lam, ok = acc
-        lam, seed, ok1 = f_vjp(dyn, xs[0], xs[1], lam)
-        return (lam, ok & ok1), seed
+    def sweep(robust: bool):
+        def back(acc, xs):
+            lam, ok = acc
+            lam, seed, ok1 = f_vjp(dyn, xs[0], xs[1], lam, robust)
+            return (lam, ok & ok1), seed
 
-    (lam, ok), seeds = jax.lax.scan(back, (ct_carry.state, jnp.asarray(True)), (states, res), reverse=True)
+        return jax.lax.scan(back, (ct_carry.state, jnp.asarray(True)), (states, res), reverse=True)
+
+    fast = sweep(False)  # a group with a step whose fast adjoint solve failed is redone robustly
+    (lam, ok), seeds = jax.lax.cond(fast[0][1], lambda: fast, lambda: sweep(True))
     ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(lambda seed: f_params(dyn, seed))(seeds))
     lam, ct_dyn = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), (lam, ct_dyn))
     if throw:

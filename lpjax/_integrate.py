@@ -143,9 +143,9 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         state, result, info, res = method.step_residuals(system, carry.state, dt)
         return carry.update(state, result, info), res
 
-    def step_vjp(dyn, state, res, ct):
+    def step_vjp(dyn, state, res, ct, robust):
         system, method, dt = eqx.combine(dyn, static)
-        return method.step_vjp(system, dt, state, res, ct)
+        return method.step_vjp(system, dt, state, res, ct, robust)
 
     def parameter_vjp(dyn, seed):
         system, method, dt = eqx.combine(dyn, static)

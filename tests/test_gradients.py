@@ -105,12 +105,13 @@ def test_adjoint_choices():
         lpjax.integrate(system, method, y0, 0.01, 4, adjoint="backsolve")
 
 
-@pytest.mark.parametrize("stages, solver", [(2, "fixed_point"), (3, "fixed_point"), (2, "newton")])
-def test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad(stages, solver):
-    """The discrete adjoint of a Gauss–Legendre step (the transposed stage equations, by the
-    stages' own fixed point or, for Newton, densely) gives JAX's direct-AD gradient in the system's
-    arrays, y0 and dt, with every save and the final state in the loss (60 steps, a save every 3),
-    to 1e-10 relative."""
+@pytest.mark.parametrize("stages, solver, dt", [(2, "fixed_point", 0.02), (3, "fixed_point", 0.02), (2, "newton", 0.02),
+                                               (2, "fixed_point", 0.1)])
+def test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad(stages, solver, dt):
+    """The discrete adjoint of a Gauss–Legendre step (the transposed stage equations by 8
+    fixed-point updates; at dt = 0.1 these fail the test, measured, and the groups are redone by
+    elimination) gives JAX's direct-AD gradient in the system's arrays, y0 and dt, with every
+    save and the final state in the loss (60 steps, a save every 3), to 1e-10 relative."""
     system, _, y0 = CASES["GL4 heavy top"]
     method = lpjax.GaussLegendre(stages, solver=solver)
 
@@ -119,7 +120,7 @@ def test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad(stages, solver):
         sol = lpjax.integrate(system, method, y0, dt, 60, save_every=3, adjoint=adjoint)
         return jnp.sum(jnp.sin(sol.ys)) + jnp.sum(sol.state.y ** 2)
 
-    args = (system, y0, jnp.asarray(0.02))
+    args = (system, y0, jnp.asarray(dt))
     got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
     leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
     assert len(leaves) == 5  # inertia, chi, mgl, y0, dt

@@ -110,11 +110,12 @@ class AbstractSteppedAdjoint(AbstractIntegrator):
         """:meth:`step`, and what :meth:`step_vjp` needs of it: ``(state, result, info, residuals)``."""
 
     @abc.abstractmethod
-    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals: PyTree, ct_state: PyTree
-                 ) -> tuple[PyTree, PyTree, Any]:
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals: PyTree, ct_state: PyTree,
+                 robust: bool = False) -> tuple[PyTree, PyTree, Any]:
         """``(ct_state, seed, converged)``: the cotangent of the state entering the step from
         ``state``, given its new state's cotangent; what :meth:`parameter_vjp` needs (``seed``);
-        whether the adjoint solve converged."""
+        whether the adjoint solve converged. ``robust=True`` is the slower solve that
+        :func:`lpjax.integrate` redoes a group with when a step's fast one did not converge."""
 
     @abc.abstractmethod
     def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed: PyTree) -> tuple[PyTree, Scalar]:

@@ -297,9 +297,10 @@ class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
         Z, F, result, info = self.solve_stages(system, state, dt)
         return self.advance(state, Z, F, dt, result) + (info, Z)
 
-    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, residuals, ct_state):
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, residuals, ct_state,
+                 robust: bool = False):
         """The discrete adjoint of a step (:mod:`lpjax._integrator._stage_adjoint`)."""
-        return stage_vjp(self, system, dt, state, residuals, ct_state, lambda f, x: jax.jacfwd(f)(x))
+        return stage_vjp(self, system, dt, state, residuals, ct_state, lambda f, x: jax.jacfwd(f)(x), robust)
 
     def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed):
         return stage_parameter_vjp(system, dt, seed)
