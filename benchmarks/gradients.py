@@ -40,7 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import diffrax
 import lpjax
+import lpjax.diffrax
 from lpjax.systems import heavy_top, lagrange_top, rigid_body
 
 
@@ -58,8 +60,6 @@ def _case(name):
 
 
 def _diffrax_final(system, y0, n, solver):
-    import diffrax
-
     sol = diffrax.diffeqsolve(lpjax.diffrax.LiePoissonTerm(system), solver, 0.0, 0.01 * n, 0.01, y0,
                               saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
                               adjoint=diffrax.RecursiveCheckpointAdjoint(), max_steps=n)
@@ -72,9 +72,6 @@ def _functions(name, n, variant="auto"):
 
     def loss(system, y0):
         if name.startswith("diffrax"):
-            import diffrax
-            import lpjax.diffrax
-
             solver = diffrax.Tsit5() if "Tsit5" in name else lpjax.diffrax.GaussLegendre(2, error_estimate=False)
             return jnp.sum(_diffrax_final(system, y0, n, solver))
         if variant == "scan":  # the method's own step in a plain lax.scan: AD stores every step

@@ -22,6 +22,7 @@ from ._version import __version__ as __version__
 from ._integrator import (
     AbstractGroupMap as AbstractGroupMap,
     AbstractImplicitMethod as AbstractImplicitMethod,
+    AbstractSteppedAdjoint as AbstractSteppedAdjoint,
     AbstractIntegrator as AbstractIntegrator,
     DiscreteEulerPoincare as DiscreteEulerPoincare,
     Collective as Collective,
