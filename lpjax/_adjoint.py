@@ -153,25 +153,32 @@ def stepped_scan(fs, length: int, dyn, carry):
     the loop once, keeping each step's entering state and residuals, runs ``f_vjp`` backwards
     (again with the robust solve if a step's fast one failed), then ``f_params`` over all the
     steps at once (``vmap``) and sums. A step whose robust adjoint solve fails too makes every
-    cotangent NaN, and with ``throw`` raises."""
-    out = _stepped(fs, length, dyn, carry)
+    cotangent NaN, and with ``throw`` raises.
+
+    The loop itself runs outside the ``custom_vjp`` on values JAX does not differentiate, and
+    :func:`_attach` hands its result on with the adjoint: run inside the ``custom_vjp`` the same
+    loop compiled to twice the time (Moser–Veselov, 10⁴ steps: 12.5 ms against 6.7 ms)."""
+    fixed = jax.lax.stop_gradient(dyn)
+    run = jax.lax.scan(lambda c, _: fs[0](fixed, c), jax.lax.stop_gradient(carry), None, length=length)
+    out = _attach(fs, length, dyn, carry, run)
     return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _stepped(fs, length: int, dyn, carry):
-    return jax.lax.scan(lambda c, _: fs[0](dyn, c), carry, None, length=length)
+def _attach(fs, length: int, dyn, carry, result):
+    """``result`` (the loop run from ``carry``), with the loop's adjoint as its reverse mode."""
+    return result
 
 
-def _stepped_fwd(fs, length, dyn, carry):
-    return _stepped(fs, length, dyn, carry), (dyn, carry)
+def _attach_fwd(fs, length, dyn, carry, result):
+    return result, (dyn, carry)
 
 
 _ADJOINT_FAILED = ("the adjoint equations of a step did not converge: the gradient is not reliable (NaN with "
                    "throw=False). Reduce dt, raise max_iters, or use adjoint='direct'")
 
 
-def _stepped_bwd(fs, length, residuals, cotangents):
+def _attach_bwd(fs, length, residuals, cotangents):
     _, f_res, f_vjp, f_params, throw = fs
     dyn, carry0 = residuals
     ct_carry = cotangents[0]
@@ -196,7 +203,8 @@ def _stepped_bwd(fs, length, residuals, cotangents):
     lam, ct_dyn = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), (lam, ct_dyn))
     if throw:
         lam = eqx.error_if(lam, ~ok, _ADJOINT_FAILED)
-    return ct_dyn, eqx.tree_at(lambda c: c.state, ct_carry, lam)  # (the statistics pass through)
+    ct_carry_in = eqx.tree_at(lambda c: c.state, ct_carry, lam)  # (the statistics pass through)
+    return ct_dyn, ct_carry_in, None
 
 
-_stepped.defvjp(_stepped_fwd, _stepped_bwd)
+_attach.defvjp(_attach_fwd, _attach_bwd)

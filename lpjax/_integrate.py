@@ -130,7 +130,8 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     # The discrete adjoint runs over single steps: within a save when saves are far apart, over
     # the saves (each a few steps) when they are close. A method with its own adjoint of a step
     # (AbstractSteppedAdjoint) gets it over the steps of each save.
-    stepped_method = isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
+    stepped_method = (isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
+                      and not jax.tree.leaves(eqx.filter(method, eqx.is_inexact_array)))  # its adjoint covers no method array
     discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
     def one_step(dyn, carry: _Carry):
@@ -204,15 +205,15 @@ def integrate(
     √n_steps besides the saved output. ``adjoint`` picks how the steps are differentiated:
 
     * ``"discrete"``: the discrete adjoint of the map, written out (the adjoint recursion over
-      the state, then the parameter cotangent of all steps at once under ``vmap``). Reverse
-      mode only (``jax.grad``, ``jax.vjp``, ``jax.jacrev``). For the Suris map over 10³–10⁵
-      steps the gradient costs 3.5–5.7 forward runs (1.1–2.9 in ``y0`` alone, when no
-      parameter cotangent is formed), against 25–180 for ``"direct"``
-      (``benchmarks/gradients.py``).
+      the state, then the parameter cotangent of all steps at once under ``vmap``), in reverse
+      mode (see below). For the Suris map over 10³–10⁴ steps the gradient costs 4.6–6.3
+      forward runs (2.2–2.9 in ``y0`` alone, when no parameter cotangent is formed), against
+      13–90 for ``"direct"`` (``benchmarks/gradients.py``).
     * ``"direct"``: JAX differentiates the checkpointed loop itself. Forward mode too
       (``jax.jvp``, ``jax.jacfwd``: one forward run per direction, for few parameters).
     * For a method with its own adjoint of a step (:class:`lpjax.AbstractSteppedAdjoint`:
-      :class:`GaussLegendre`), ``"discrete"`` is that adjoint: each checkpoint group is
+      :class:`GaussLegendre`, :class:`MoserVeselov`; not when the method holds arrays of its
+      own), ``"discrete"`` is that adjoint. For GL each checkpoint group is
       recomputed once keeping the converged stages, the transposed stage equations are solved
       per step by 8 fixed-point updates with the Jacobians of ``f`` at the stages (a group where
       they fail the implicit kernel's test is redone by elimination), and the
@@ -221,9 +222,13 @@ def integrate(
       10⁴ steps: 3.8 forward runs for the gradient in every array and y0, against 17.3 for
       ``"direct"`` (one run on a 2-core CPU; ``benchmarks/gradients.py``).
     * ``"auto"`` (default): ``"discrete"`` for explicit maps and for methods with their own
-      adjoint of a step, ``"direct"`` for the other implicit methods (Moser–Veselov, DEP,
-      Collective). Forward mode then needs ``adjoint="direct"`` (JAX otherwise says it "can't
-      apply forward-mode autodiff (jvp) to a custom_vjp function").
+      adjoint of a step, ``"direct"`` for the other implicit methods (DEP, Collective).
+
+    The written-out adjoints are used only in reverse mode (an input of ``integrate`` under
+    ``jax.grad``, ``jax.vjp`` or ``jax.jacrev``, also inside ``vmap``); a plain run, forward mode
+    (``jax.jvp``, ``jax.jacfwd``) and a jitted run differentiated from outside run JAX's loop, so
+    ``"auto"`` and ``"discrete"`` give forward mode too. Call ``integrate`` inside the function
+    that is differentiated.
 
     All give the same derivatives to roundoff.
 
@@ -263,6 +268,8 @@ def integrate(
     t0 = jnp.asarray(t0, dtype=y0.dtype)
     state0 = None if previous is None else _previous_state(previous, system, method, y0, dt)
     args = (system, method, y0, dt, t0, int(n_steps), int(save_every))
+    if not _in_reverse_mode((args, state0)):  # the written-out adjoints only pay off, and only work, there
+        adjoint = "direct"
     if not throw or any(is_traced(a) for a in jax.tree.leaves(eqx.filter((args, state0), eqx.is_array))):
         return _integrate(*args, bool(throw), adjoint, state0)  # traced: a failure raises inside (eqx.error_if)
     sol = _integrate(*args, False, adjoint, state0)
@@ -271,6 +278,22 @@ def integrate(
         raise RuntimeError(f"integrate: {RESULTS[sol.result]} ({failed} of {int(n_steps)} steps failed; "
                            "throw=False returns the solution with its result code)")
     return sol
+
+
+def _in_reverse_mode(tree) -> bool:
+    """Whether an array of ``tree`` is being differentiated in reverse mode (``jax.grad``,
+    ``jax.vjp``, ``jax.jacrev``: a linearize tracer, also inside ``vmap``). Otherwise — a plain
+    run, forward mode, or a jitted run differentiated from outside — :func:`integrate` runs
+    JAX's own (checkpointed) loop: the written-out adjoints are reverse mode only, and a loop
+    inside their ``custom_vjp`` compiled to twice the time (Moser–Veselov, 10⁴ steps: 12.5 ms
+    against 6.7 ms)."""
+    for leaf in jax.tree.leaves(tree):
+        while isinstance(leaf, jax.core.Tracer):
+            kind = type(leaf).__name__
+            if kind == "LinearizeTracer":
+                return True
+            leaf = getattr(leaf, "val", None) if kind == "BatchTracer" else None
+    return False
 
 
 def _previous_state(previous: Solution, system, method, y0, dt) -> PyTree:

@@ -176,13 +176,16 @@ class AbstractGroupMap(AbstractIntegrator):
         return self.init(system, y0, dt), RESULTS.successful
 
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
-        y = state[0] if self.reconstruct else state
-        y1, W, result, info = self.group_step(system, y, dt)
+        y1, W, result, info = self.group_step(system, state[0] if self.reconstruct else state, dt)
+        return self.carry_on(system, state, y1, W), result, info
+
+    def carry_on(self, system: AbstractSystem, state: PyTree, y1: Float[Array, " n"], W: Float[Array, "n n"]) -> PyTree:
+        """The state after a step to ``y1`` by ``W``: ``y1``, or ``(y1, g W)`` (``(y1, W g)`` in
+        the rest frame) with the attitude."""
         if not self.reconstruct:
-            return y1, result, info
+            return y1
         g = state[1]
-        g1 = g @ W if system.sign == -1 else W @ g
-        return (y1, g1), result, info
+        return y1, (g @ W if system.sign == -1 else W @ g)
 
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         return state[0] if self.reconstruct else state

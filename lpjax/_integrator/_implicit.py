@@ -38,7 +38,7 @@ from .. import _small as sm
 from .._checks import optional_tol, positive_int
 from ._base import RESULTS, AbstractIntegrator, StepInfo
 
-__all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "fixed_point"]
+__all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "fixed_point", "root_step_vjp"]
 
 Residual = Callable[[Array, Any], Array]
 
@@ -240,3 +240,17 @@ def fixed_point(T: Callable[[Array], Array], z0: Array, *, max_iters: int, tol: 
     tol = default_tol(z0.dtype) if tol is None else tol
     z, (_, err) = _iterate(lambda z: z - T(z), z0, lambda r, _: r, max_iters, tol, False, scale, early_exit)
     return z, (err <= 1) & jnp.all(jnp.isfinite(z))
+
+
+def root_step_vjp(residual: Callable, update: Callable, z: Array, inputs: PyTree, ct_out: PyTree):
+    """The discrete adjoint of a step ``out = update(z, inputs)`` whose ``z`` solves
+    ``residual(z, inputs) = 0`` (a small ``z``): with ``(ẑ, ū) = (∂update/∂(z, inputs))ᵀ ct_out``,
+    ``λ`` solves ``(∂residual/∂z)ᵀ λ = ẑ`` (Gauss–Jordan elimination, written out) and the
+    inputs' cotangent is ``ū − (∂residual/∂inputs)ᵀ λ``. Returns ``(ct_inputs, converged)``."""
+    _, update_vjp = jax.vjp(update, z, inputs)
+    ct_z, ct_inputs = update_vjp(ct_out)
+    J = jax.jacfwd(residual)(z, inputs)
+    lam = sm.gauss_jordan(J.reshape(z.size, z.size).T, ct_z.reshape(-1, 1)).reshape(z.shape)
+    _, residual_vjp = jax.vjp(lambda inputs: residual(z, inputs), inputs)
+    ct_inputs = jax.tree.map(lambda a, b: a - b, ct_inputs, residual_vjp(lam)[0])
+    return ct_inputs, jnp.all(jnp.isfinite(lam))

@@ -11,8 +11,8 @@ from jaxtyping import Array, Float, Scalar
 from .. import _small as sm
 from .._algebra import LieAlgebra
 from .._system import AbstractLiePoissonSystem, FreeRigidBodyFamily
-from ._base import AbstractGroupMap, first_failure
-from ._implicit import AbstractImplicitMethod, implicit_solve
+from ._base import AbstractGroupMap, AbstractSteppedAdjoint, first_failure
+from ._implicit import AbstractImplicitMethod, implicit_solve, root_step_vjp
 
 __all__ = ["MoserVeselov"]
 
@@ -28,7 +28,7 @@ def _legendre_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
 
 
 @final
-class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod):
+class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractSteppedAdjoint):
     r"""Discrete rigid body of Moser and Veselov as a discrete Lie–Poisson map (order 2).
 
     Reduced discrete Lagrangian ``ℓ(f) = tr(fΛ)`` on SO(n), Legendre transform
@@ -59,16 +59,53 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod):
     def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
         return system.algebra.rotation_structure[0]
 
-    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _solve(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         lam = jnp.asarray(system.hamiltonian.mass_tensor, y.dtype)
         g = system.algebra
         # the derivative of the residual at x = 0 is X ↦ 2(XΛ + ΛX): diagonal on matrix entries
         denom = g.vee(2.0 * (lam[:, None] + lam[None, :]) * g.hat(jnp.ones_like(y)), check=False)
-        x, result, info = implicit_solve(
+        return implicit_solve(
             _legendre_residual, dt * y / denom, (g, sm.unstack(lam), dt * y), lambda r, _: r / denom,
             max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit,
         )
-        f = sm.cayley(sm.hat(sm.unstack(x), g.matrix_basis))
-        Mk = sm.hat(sm.unstack(y), g.matrix_basis)
-        y1 = sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), g.vee_matrix))
-        return y1, sm.stack_matrix(f), first_failure(result, y1), info
+
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        x, result, info = self._solve(system, y, dt)
+        y1, f = _update(system.algebra, x, y)
+        return y1, f, first_failure(result, y1), info
+
+    def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
+        x, result, info = self._solve(system, state[0] if self.reconstruct else state, dt)
+        y1, f = _update(system.algebra, x, state[0] if self.reconstruct else state)
+        return self.carry_on(system, state, y1, f), first_failure(result, y1), info, x
+
+    def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, state, x, ct_state, robust: bool = False):
+        """The discrete adjoint of a step: ``x`` (Cayley coordinates of f) solves the Legendre
+        equation, so :func:`~lpjax._integrator._implicit.root_step_vjp` with its 3 × 3 (d × d)
+        Jacobian; the parameter cotangents are formed in the sweep (the seed is them)."""
+        dyn, static = eqx.partition(system, eqx.is_inexact_array)
+        g = system.algebra
+
+        def residual(x, inputs):
+            state, dyn, dt = inputs
+            s = eqx.combine(dyn, static)
+            y = state[0] if self.reconstruct else state
+            lam = jnp.asarray(s.hamiltonian.mass_tensor, y.dtype)
+            return _legendre_residual(x, (g, sm.unstack(lam), dt * y))
+
+        def update(x, inputs):
+            state, dyn, dt = inputs
+            return self.carry_on(eqx.combine(dyn, static), state, *_update(g, x, state[0] if self.reconstruct else state))
+
+        (ct_state, ct_dyn, ct_dt), ok = root_step_vjp(residual, update, x, (state, dyn, dt), ct_state)
+        return ct_state, (ct_dyn, ct_dt), ok
+
+    def parameter_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, seed):
+        return seed
+
+
+def _update(algebra, x, y):
+    """``M_{k+1} = fᵀ M_k f`` with ``f = cay(x̂)``: ``(M_{k+1}, f)``."""
+    f = sm.cayley(sm.hat(sm.unstack(x), algebra.matrix_basis))
+    Mk = sm.hat(sm.unstack(y), algebra.matrix_basis)
+    return sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), algebra.vee_matrix)), sm.stack_matrix(f)
