@@ -17,8 +17,10 @@ error estimated from the last two updates ≤ ``tol``). A group with a step that
 is redone with the robust solve (``robust=True``): Gauss–Jordan elimination of the transposed
 ``sn × sn`` matrix up to ``s·n = 32``, LU above; exact, stiff or not. The Jacobians are formed
 once per stage (``n`` Jacobian–vector products). Measured on the heavy top (GL4, 10⁴ steps,
-CPU, gradient over forward run): 3.3 thus; 5.8 with a ``while_loop`` fixed point per step,
-4.2 with the elimination every step, 7.4 with vector–Jacobian products instead of Jacobians.
+CPU), in one comparison of these variants: the gradient cost 3.3 of a forward run (inside the
+``custom_vjp`` of an earlier layout, which ran 15% slower than the loop itself) thus, 5.8 with
+a ``while_loop`` fixed point per step, 4.2 with the elimination every step and 7.4 with
+vector–Jacobian products in place of the Jacobians; ``benchmarks/gradients.py`` gives 4.1 now.
 """
 
 from __future__ import annotations
