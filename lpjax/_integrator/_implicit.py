@@ -38,7 +38,7 @@ from .. import _small as sm
 from .._checks import optional_tol, positive_int
 from ._base import RESULTS, AbstractIntegrator, StepInfo
 
-__all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "fixed_point", "root_step_vjp"]
+__all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "root_step_vjp"]
 
 Residual = Callable[[Array, Any], Array]
 
@@ -230,16 +230,6 @@ def implicit_solve(
     result = RESULTS.where(finite, result, RESULTS.nonfinite_state)
     iterations = jnp.minimum(first.astype(jnp.int32), max_iters + (fallback_iters if fallback is not None else 0))
     return z, result, StepInfo(res, iterations)
-
-
-def fixed_point(T: Callable[[Array], Array], z0: Array, *, max_iters: int, tol: Optional[float], early_exit: bool,
-                scale: ArrayLike = 0.0) -> tuple[Array, Array]:
-    """``z = T(z)`` by the iteration ``z ← T(z)`` from ``z0``, with :func:`implicit_solve`'s test
-    and stopping rule (no ``custom_root``: for the linear adjoint equations of a step, which are
-    not differentiated again). Returns ``(z, converged)``."""
-    tol = default_tol(z0.dtype) if tol is None else tol
-    z, (_, err) = _iterate(lambda z: z - T(z), z0, lambda r, _: r, max_iters, tol, False, scale, early_exit)
-    return z, (err <= 1) & jnp.all(jnp.isfinite(z))
 
 
 def root_step_vjp(residual: Callable, update: Callable, z: Array, inputs: PyTree, ct_out: PyTree):
