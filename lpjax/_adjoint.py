@@ -22,7 +22,7 @@ def _group_size(length: int) -> int:
     return min(divisors, key=lambda d: abs(d - root)) if divisors else root
 
 
-def loop(f, dyn, carry, length: int, discrete: bool, stepped=None):
+def loop(f, dyn, carry, length: int, discrete: bool, stepped=None, in_sweep: bool = False):
     """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` over ``length`` iterations, whose reverse mode
     stores O(√length) carries.
 
@@ -30,7 +30,8 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None):
     the carry at each group's start and recomputes one group at a time (two-level
     checkpointing; one extra forward sweep). Each group is ``jax.checkpoint``-ed
     (``discrete=False``: JAX differentiates the loop, forward and reverse mode), a
-    :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only) or, given
+    :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only; ``in_sweep``:
+    its parameter cotangent formed in the sweep) or, given
     ``stepped = (f_res, f_vjp, f_params, throw)``, a :func:`stepped_scan` (the method's adjoint of its
     step, reverse mode only). Without differentiation none costs anything. Loops shorter than 16
     are one group.
@@ -42,7 +43,7 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None):
             return stepped_scan((f,) + tuple(stepped), n, dyn, c)
     elif discrete:
         def run(c, n):
-            return _adjoint_scan(f, n, dyn, c)
+            return _adjoint_scan(f, n, dyn, c, in_sweep)
     else:
         def run(c, n):
             return jax.lax.scan(lambda c, _: f(dyn, c), c, None, length=n, unroll=n == 1)
@@ -64,43 +65,38 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None):
     return carry, ys
 
 
-def _adjoint_scan(f, length: int, dyn, carry):
-    out = _adjoint_scan_vjp(f, length, dyn, carry)
-    # Integer outputs (result codes, counters) carry no tangent: say so, so that JAX does not
-    # differentiate what reads them (``eqx.error_if`` on the result code).
+def _run_outside(backward, f, length: int, dyn, carry):
+    """``lax.scan`` of ``f(dyn, ·)`` over ``length`` iterations, whose reverse mode is
+    ``backward(dyn, carry, wanted, cotangents) -> (ct_dyn, ct_carry)`` (``wanted``: which leaves of
+    ``dyn`` are differentiated, so that a gradient in the initial state alone forms no parameter
+    cotangent).
+
+    The loop runs outside the ``custom_vjp``, on values JAX does not differentiate, and
+    :func:`_attach` hands its result on with the adjoint: run inside the ``custom_vjp`` the same
+    loop compiled to twice the time (Moser–Veselov, 10⁴ steps: 12.5 ms against 6.7 ms). Integer
+    outputs (result codes, counters) carry no tangent, so that JAX does not differentiate what
+    reads them (``eqx.error_if`` on the result code)."""
+    fixed = jax.lax.stop_gradient(dyn)
+    run = jax.lax.scan(lambda c, _: f(fixed, c), jax.lax.stop_gradient(carry), None, length=length)
+    out = _attach(backward, dyn, carry, run)
     return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _adjoint_scan_vjp(f, length: int, dyn, carry):
-    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` with a hand-written discrete adjoint.
-
-    The residual is the carry entering the loop. The backward pass recomputes the loop keeping
-    the ``length`` carries ``c_k``, then runs the adjoint recursion
-    ``λ_k = (∂f/∂c)(c_k)ᵀ (λ_{k+1}, out̄_k)`` backwards in a ``lax.scan`` that differentiates with
-    respect to the carry only, and only afterwards the parameter cotangent
-    ``Σ_k (∂f/∂dyn)(c_k)ᵀ (λ_{k+1}, out̄_k)``, all ``k`` at once under ``vmap``: the sequential
-    part is one state vector–Jacobian product per step, and the parameter part is parallel.
-    (Suris map, CPU: 53 + 82 ns per step, against 946 ns for both in the loop and 4–6 µs for
-    JAX's reverse mode of the loop.) Same gradient as JAX's, to roundoff; no forward mode.
-    """
-    return jax.lax.scan(lambda c, _: f(dyn, c), carry, None, length=length)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attach(backward, dyn, carry, result):
+    """``result`` (the loop run from ``carry``), with ``backward`` as its reverse mode."""
+    return result
 
 
 def _is_primal(x):
     return isinstance(x, jax.custom_derivatives.CustomVJPPrimal)
 
 
-def _adjoint_scan_fwd(f, length, dyn, carry):
-    # symbolic_zeros: the leaves come as (value, perturbed); the parameter cotangent is formed
-    # only for the arrays that are differentiated (none, for a gradient in y0 alone).
-    perturbed = jax.tree.map(lambda p: p.perturbed, dyn, is_leaf=_is_primal)
-    dyn, carry = jax.tree.map(lambda p: p.value, (dyn, carry), is_leaf=_is_primal)
-    return _adjoint_scan_vjp(f, length, dyn, carry), (dyn, carry, perturbed)
-
-
-def _inexact(tree):
-    return eqx.filter(tree, eqx.is_inexact_array)
+def _attach_fwd(backward, dyn, carry, result):
+    # symbolic_zeros: the leaves come as (value, perturbed)
+    wanted = jax.tree.map(lambda p: p.perturbed and eqx.is_inexact_array(p.value), dyn, is_leaf=_is_primal)
+    dyn, carry, result = jax.tree.map(lambda p: p.value, (dyn, carry, result), is_leaf=_is_primal)
+    return result, (dyn, carry, wanted)
 
 
 def _instantiate(ct):
@@ -109,39 +105,68 @@ def _instantiate(ct):
                         is_leaf=lambda z: isinstance(z, zero))
 
 
-def _adjoint_scan_bwd(f, length, residuals, cotangents):
-    dyn, carry0, perturbed = residuals
-    ct_carry, ct_outs = _inexact(_instantiate(cotangents))
+def _attach_bwd(backward, residuals, cotangents):
+    dyn, carry, wanted = residuals
+    ct_dyn, ct_carry = backward(dyn, carry, wanted, _instantiate(cotangents))
+    return ct_dyn, ct_carry, None
+
+
+_attach.defvjp(_attach_fwd, _attach_bwd, symbolic_zeros=True)
+
+
+def _inexact(tree):
+    return eqx.filter(tree, eqx.is_inexact_array)
+
+
+def _adjoint_scan(f, length: int, dyn, carry, in_sweep: bool):
+    """``lax.scan`` of ``f(dyn, ·) -> (carry, out)`` with a hand-written discrete adjoint.
+
+    The backward pass recomputes the loop keeping the ``length`` carries ``c_k``, then runs the
+    adjoint recursion ``λ_k = (∂f/∂c)(c_k)ᵀ (λ_{k+1}, out̄_k)`` backwards in a ``lax.scan``. The
+    parameter cotangent ``Σ_k (∂f/∂dyn)(c_k)ᵀ (λ_{k+1}, out̄_k)`` is summed in the same sweep
+    (``in_sweep``: one vector–Jacobian product per step in both) or formed afterwards for all
+    ``k`` at once under ``vmap``. Measured (CPU, 10⁴ steps, all system arrays and y0, gradient
+    over forward): over single steps the sweep is the faster, 3.7 against 7.4 (Suris map), 14.4
+    against 13.5 (RK4, heavy top); over saves one step apart ``vmap`` is, 3.8 against 14.9 (Suris
+    map). Same gradient as JAX's, to roundoff; no forward mode.
+    """
+    return _run_outside(functools.partial(_adjoint_scan_bwd, f, length, in_sweep), f, length, dyn, carry)
+
+
+def _adjoint_scan_bwd(f, length, in_sweep, dyn, carry0, wanted, cotangents):
+    ct_carry, ct_outs = _inexact(cotangents)
     _, carries = jax.lax.scan(lambda c, _: (f(dyn, c)[0], c), carry0, None, length=length)
-    wanted = jax.tree.map(lambda a, p: eqx.is_inexact_array(a) and p, dyn, perturbed)
     dyn_float, dyn_other = eqx.partition(dyn, wanted)
 
-    def local(d, c):  # one iteration's inexact outputs as a function of (dyn, carry) floats
-        c_float, c_other = c
-        out = f(eqx.combine(d, dyn_other), eqx.combine(c_float, c_other))
-        return _inexact(out)
+    def vjp(c, ct_out, lam, wrt_dyn):  # one iteration's inexact outputs as a function of (dyn, carry) floats
+        c_float, c_other = eqx.partition(c, eqx.is_inexact_array)
+
+        def local(d, cf):
+            return _inexact(f(eqx.combine(d, dyn_other), eqx.combine(cf, c_other)))
+
+        if wrt_dyn:
+            return jax.vjp(local, dyn_float, c_float)[1]((lam, ct_out))
+        return None, jax.vjp(lambda cf: local(dyn_float, cf), c_float)[1]((lam, ct_out))[0]
+
+    params = bool(jax.tree.leaves(dyn_float))
+    if params and in_sweep:
+        def back_with_dyn(acc, xs):
+            lam, ct_dyn = acc
+            d, lam = vjp(*xs, lam, True)
+            return (lam, jax.tree.map(jnp.add, ct_dyn, d)), None
+
+        zero = jax.tree.map(jnp.zeros_like, dyn_float)
+        (lam0, ct_dyn), _ = jax.lax.scan(back_with_dyn, (ct_carry, zero), (carries, ct_outs), reverse=True)
+        return ct_dyn, lam0
 
     def back(lam, xs):
-        c, ct_out = xs
-        c_float, c_other = eqx.partition(c, eqx.is_inexact_array)
-        _, vjp = jax.vjp(lambda cf: local(dyn_float, (cf, c_other)), c_float)
-        return vjp((lam, ct_out))[0], lam
+        return vjp(*xs, lam, False)[1], lam
 
     lam0, lams = jax.lax.scan(back, ct_carry, (carries, ct_outs), reverse=True)
-
-    def parameter_part(c, lam, ct_out):
-        _, vjp = jax.vjp(lambda d: local(d, eqx.partition(c, eqx.is_inexact_array)), dyn_float)
-        return vjp((lam, ct_out))[0]
-
-    if not jax.tree.leaves(dyn_float):
+    if not params:
         return None, lam0
-    ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(parameter_part)(carries, lams, ct_outs))
-    return ct_dyn, lam0
-
-
-_adjoint_scan_vjp.defvjp(_adjoint_scan_fwd, _adjoint_scan_bwd, symbolic_zeros=True)
-
-
+    ct_dyn = jax.vmap(lambda c, ct_out, lam: vjp(c, ct_out, lam, True)[0])(carries, ct_outs, lams)
+    return jax.tree.map(lambda a: jnp.sum(a, axis=0), ct_dyn), lam0
 
 
 def stepped_scan(fs, length: int, dyn, carry):
@@ -152,42 +177,25 @@ def stepped_scan(fs, length: int, dyn, carry):
     ``f_params(dyn, seed) -> ct_dyn`` a step's parameter cotangent. The backward pass recomputes
     the loop once, keeping each step's entering state and residuals, runs ``f_vjp`` backwards
     (again with the robust solve if a step's fast one failed), then ``f_params`` over all the
-    steps at once (``vmap``) and sums. A step whose robust adjoint solve fails too makes every
-    cotangent NaN, and with ``throw`` raises.
-
-    The loop itself runs outside the ``custom_vjp`` on values JAX does not differentiate, and
-    :func:`_attach` hands its result on with the adjoint: run inside the ``custom_vjp`` the same
-    loop compiled to twice the time (Moser–Veselov, 10⁴ steps: 12.5 ms against 6.7 ms)."""
-    fixed = jax.lax.stop_gradient(dyn)
-    run = jax.lax.scan(lambda c, _: fs[0](fixed, c), jax.lax.stop_gradient(carry), None, length=length)
-    out = _attach(fs, length, dyn, carry, run)
-    return jax.tree.map(lambda a: a if eqx.is_inexact_array(a) else jax.lax.stop_gradient(a), out)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _attach(fs, length: int, dyn, carry, result):
-    """``result`` (the loop run from ``carry``), with the loop's adjoint as its reverse mode."""
-    return result
-
-
-def _attach_fwd(fs, length, dyn, carry, result):
-    return result, (dyn, carry)
+    steps at once (``vmap``; not at all for a gradient in the initial state alone) and sums. A
+    step whose robust adjoint solve fails too makes every cotangent NaN, and with ``throw`` raises."""
+    return _run_outside(functools.partial(_stepped_bwd, fs, length), fs[0], length, dyn, carry)
 
 
 _ADJOINT_FAILED = ("the adjoint equations of a step did not converge: the gradient is not reliable (NaN with "
                    "throw=False). Reduce dt, raise max_iters, or use adjoint='direct'")
 
 
-def _attach_bwd(fs, length, residuals, cotangents):
-    _, f_res, f_vjp, f_params, throw = fs
-    dyn, carry0 = residuals
+def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents):
+    _, f_res, f_lin, f_vjp, f_params, throw = fs
     ct_carry = cotangents[0]
 
-    def forward(c, _):
+    def forward(c, _):  # (the statistics are not recomputed: XLA drops what only they need)
         c1, res = f_res(dyn, c)
-        return c1, (c.state, res)
+        return eqx.tree_at(lambda c: c.state, c, c1.state), (c.state, res)
 
     _, (states, res) = jax.lax.scan(forward, carry0, None, length=length)
+    res = jax.vmap(lambda state, r: f_lin(dyn, state, r))(states, res)
 
     def sweep(robust: bool):
         def back(acc, xs):
@@ -199,12 +207,12 @@ def _attach_bwd(fs, length, residuals, cotangents):
 
     fast = sweep(False)  # a group with a step whose fast adjoint solve failed is redone robustly
     (lam, ok), seeds = jax.lax.cond(fast[0][1], lambda: fast, lambda: sweep(True))
-    ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(lambda seed: f_params(dyn, seed))(seeds))
-    lam, ct_dyn = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), (lam, ct_dyn))
+    if any(jax.tree.leaves(wanted)):
+        ct_dyn = jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(lambda seed: f_params(dyn, seed))(seeds))
+        ct_dyn = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), ct_dyn)
+    else:
+        ct_dyn = None
+    lam = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), lam)
     if throw:
         lam = eqx.error_if(lam, ~ok, _ADJOINT_FAILED)
-    ct_carry_in = eqx.tree_at(lambda c: c.state, ct_carry, lam)  # (the statistics pass through)
-    return ct_dyn, ct_carry_in, None
-
-
-_attach.defvjp(_attach_fwd, _attach_bwd)
+    return ct_dyn, eqx.tree_at(lambda c: c.state, ct_carry, lam)  # (the statistics pass through)

@@ -144,6 +144,10 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         state, result, info, res = method.step_residuals(system, carry.state, dt)
         return carry.update(state, result, info), res
 
+    def step_linearize(dyn, state, res):
+        system, method, dt = eqx.combine(dyn, static)
+        return method.step_linearize(system, dt, state, res)
+
     def step_vjp(dyn, state, res, ct, robust):
         system, method, dt = eqx.combine(dyn, static)
         return method.step_vjp(system, dt, state, res, ct, robust)
@@ -154,11 +158,11 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         zeros = jax.tree.map(jnp.zeros_like, eqx.filter(dyn, eqx.is_inexact_array))
         return ct_system, zeros[1], ct_dt.astype(zeros[2].dtype)
 
-    stepped = (step_residuals, step_vjp, parameter_vjp, throw) if stepped_method else None
+    stepped = (step_residuals, step_linearize, step_vjp, parameter_vjp, throw) if stepped_method else None
 
     def one_save(dyn, carry: _Carry):
         system, method, _ = eqx.combine(dyn, static)
-        carry, _ = loop(one_step, dyn, carry, save_every, discrete and save_every >= 16, stepped)
+        carry, _ = loop(one_step, dyn, carry, save_every, discrete and save_every >= 16, stepped, in_sweep=True)
         return carry, method.save(system, carry.state)
 
     init = _Carry.start(state0, rdtype)

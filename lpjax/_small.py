@@ -14,6 +14,7 @@ import contextvars
 import functools
 from typing import Iterator, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -61,11 +62,16 @@ def max_entry(x: Array) -> Array:
 
 
 def unstack(x: Array) -> Vec:
-    return [x[..., i] for i in range(x.shape[-1])]
+    """The entries along the last axis. ``lax.split``, not indexing: its transpose is one
+    concatenate, where the indexing's is a sum of pads, which XLA fuses into one loop that
+    evaluates every entry's whole cotangent expression for each output entry."""
+    x = jnp.asarray(x)
+    return [jnp.squeeze(p, -1) for p in jax.lax.split(x, [1] * x.shape[-1], axis=x.ndim - 1)]
 
 
 def unstack_matrix(X: Array) -> Mat:
-    return [[X[..., i, j] for j in range(X.shape[-1])] for i in range(X.shape[-2])]
+    X = jnp.asarray(X)
+    return [unstack(jnp.squeeze(r, -2)) for r in jax.lax.split(X, [1] * X.shape[-2], axis=X.ndim - 2)]
 
 
 def stack(v: Sequence) -> Array:

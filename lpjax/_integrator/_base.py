@@ -101,19 +101,28 @@ class AbstractIntegrator(eqx.Module):
 class AbstractSteppedAdjoint(AbstractIntegrator):
     """An integrator that supplies the discrete adjoint of its own step, which
     :func:`lpjax.integrate` uses for reverse-mode gradients (``adjoint="discrete"``): the
-    backward pass recomputes each checkpoint group keeping :meth:`step_residuals`, runs
-    :meth:`step_vjp` backwards, without differentiating through the step's solve, and then forms
-    the parameter cotangents of the whole group at once (:meth:`parameter_vjp` under ``vmap``)."""
+    backward pass recomputes each checkpoint group keeping :meth:`step_residuals`, linearizes
+    every step of the group at once (:meth:`step_linearize` under ``vmap``), runs :meth:`step_vjp`
+    backwards, without differentiating through the step's solve, and then forms the parameter
+    cotangents of the whole group at once (:meth:`parameter_vjp` under ``vmap``). What does not
+    depend on the cotangent belongs in :meth:`step_linearize`: the sweep is sequential, and on
+    CPU each operation in it costs more than the same operation batched over the group."""
 
     @abc.abstractmethod
     def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo, PyTree]:
         """:meth:`step`, and what :meth:`step_vjp` needs of it: ``(state, result, info, residuals)``."""
 
     @abc.abstractmethod
-    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals: PyTree, ct_state: PyTree,
+    def step_linearize(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals: PyTree) -> PyTree:
+        """What :meth:`step_vjp` needs of the step from ``state`` (with its ``residuals``) that
+        does not depend on the cotangent (Jacobians); run for many steps at once under ``vmap``."""
+
+    @abc.abstractmethod
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, linearization: PyTree, ct_state: PyTree,
                  robust: bool = False) -> tuple[PyTree, PyTree, Any]:
         """``(ct_state, seed, converged)``: the cotangent of the state entering the step from
-        ``state``, given its new state's cotangent; what :meth:`parameter_vjp` needs (``seed``);
+        ``state`` (linearized by :meth:`step_linearize`), given its new state's cotangent; what
+        :meth:`parameter_vjp` needs (``seed``);
         whether the adjoint solve converged. ``robust=True`` is the slower solve that
         :func:`lpjax.integrate` redoes a group with when a step's fast one did not converge."""
 

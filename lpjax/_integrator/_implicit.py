@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 import numpy as np
 from jaxtyping import Array, ArrayLike, PyTree
 
@@ -244,3 +245,18 @@ def root_step_vjp(residual: Callable, update: Callable, z: Array, inputs: PyTree
     _, residual_vjp = jax.vjp(lambda inputs: residual(z, inputs), inputs)
     ct_inputs = jax.tree.map(lambda a, b: a - b, ct_inputs, residual_vjp(lam)[0])
     return ct_inputs, jnp.all(jnp.isfinite(lam))
+
+
+def root_step_jacobian(residual: Callable, update: Callable, z: Array, state: PyTree) -> Array:
+    """The Jacobian ``∂out/∂state = ∂update/∂state − ∂update/∂z (∂residual/∂z)⁻¹ ∂residual/∂state``
+    (the implicit function theorem, both raveled) of a step ``out = update(z, state)`` whose ``z``
+    solves ``residual(z, state) = 0``: small dense matrices, formed for many steps at once
+    (``vmap``) so that the backward sweep is one matrix–vector product per step."""
+    flat, unravel = ravel_pytree(state)
+
+    def both(z, flat):
+        s = unravel(flat)
+        return residual(z, s), ravel_pytree(update(z, s))[0]
+
+    (Rz, Rs), (Uz, Us) = jax.jacfwd(both, (0, 1))(z, flat)
+    return Us - Uz @ sm.gauss_jordan(Rz.reshape(z.size, z.size), Rs.reshape(z.size, -1))

@@ -55,20 +55,21 @@ def _transpose_combine(W: np.ndarray, X):
     return jnp.stack([sum(float(W[i, j]) * X[i] for i in range(W.shape[0])) for j in range(W.shape[1])])
 
 
-def stage_vjp(method, system, dt, state, Z, ct, jacobian, robust: bool):
-    """``(ct_state, seed, converged)`` for the step from ``state`` with converged increments
-    ``Z`` and the new state's cotangent ``ct`` (see the module docstring); ``seed`` is what
-    :func:`stage_parameter_vjp` needs for the step's parameter cotangents."""
+def stage_linearize(system, state, Z):
+    """``(Y, J)``: the stage values ``Y_j = y + Z_j`` of the step from ``state`` with converged
+    increments ``Z``, and the field's Jacobians ``J_j = f'(Y_j)`` there (for many steps at once)."""
+    Y = state.y[None, :] + Z
+    return Y, jnp.stack([jax.jacfwd(system.vector_field)(Y[j]) for j in range(Y.shape[0])])
+
+
+def stage_vjp(method, dt, state, linearization, ct, robust: bool):
+    """``(ct_state, seed, converged)`` for the step from ``state`` linearized by
+    :func:`stage_linearize` and the new state's cotangent ``ct`` (see the module docstring);
+    ``seed`` is what :func:`stage_parameter_vjp` needs for the step's parameter cotangents."""
     A, b, _ = method.tableau
     E = method.tableau_extrapolation
     s = method.stages
-    dyn, static = eqx.partition(system, eqx.is_inexact_array)
-
-    def f(d, Y):
-        return eqx.combine(d, static).vector_field(Y)
-
-    Y = state.y[None, :] + Z
-    J = [jacobian(lambda x: f(dyn, x), Y[j]) for j in range(s)]
+    Y, J = linearization
     ybar1, Zbar1 = ct.y, ct.Z
     dbar = ybar1 - jnp.sum(Zbar1, axis=0)
     cZ = _transpose_combine(E, Zbar1)
@@ -81,14 +82,14 @@ def stage_vjp(method, system, dt, state, Z, ct, jacobian, robust: bool):
         return jnp.stack([dt * jnp.sum(J[j] * mu[j][:, None], axis=0) for j in range(s)]) + cZ
 
     if robust:  # (I − dt [a_ij J_j])ᵀ Λ = T(0), densely
-        n = Z.shape[1]
-        M = jnp.eye(s * n, dtype=Z.dtype) - dt * jnp.block([[float(A[i, j]) * J[j] for j in range(s)] for i in range(s)])
-        rhs = T(jnp.zeros_like(Z)).reshape(-1, 1)
-        Lam = (sm.gauss_jordan(M.T, rhs) if s * n <= _DENSE else jnp.linalg.solve(M.T, rhs)).reshape(Z.shape)
+        n = Y.shape[1]
+        M = jnp.eye(s * n, dtype=Y.dtype) - dt * jnp.block([[float(A[i, j]) * J[j] for j in range(s)] for i in range(s)])
+        rhs = T(jnp.zeros_like(Y)).reshape(-1, 1)
+        Lam = (sm.gauss_jordan(M.T, rhs) if s * n <= _DENSE else jnp.linalg.solve(M.T, rhs)).reshape(Y.shape)
         ok = jnp.all(jnp.isfinite(Lam))
     else:
-        tol = default_tol(Z.dtype) if method.tol is None else method.tol
-        iterates = [T(jnp.zeros_like(Z))]
+        tol = default_tol(Y.dtype) if method.tol is None else method.tol
+        iterates = [T(jnp.zeros_like(Y))]
         for _ in range(_UNROLLED):  # written out: a while_loop per step costs more than the updates
             iterates.append(T(iterates[-1]))
         Lam = iterates[-1]

@@ -22,7 +22,7 @@ from .._algebra._base import _Frozen
 from .._system import AbstractSystem, AnySystem
 from ._base import RESULTS, AbstractSteppedAdjoint, first_failure
 from ._implicit import AbstractImplicitMethod, implicit_solve
-from ._stage_adjoint import stage_parameter_vjp, stage_vjp
+from ._stage_adjoint import stage_linearize, stage_parameter_vjp, stage_vjp
 
 __all__ = ["GaussLegendre", "gauss_legendre_tableau"]
 
@@ -297,10 +297,13 @@ class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
         Z, F, result, info = self.solve_stages(system, state, dt)
         return self.advance(state, Z, F, dt, result) + (info, Z)
 
-    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, residuals, ct_state,
+    def step_linearize(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, residuals):
+        return stage_linearize(system, state, residuals)
+
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: GaussLegendreState, linearization, ct_state,
                  robust: bool = False):
         """The discrete adjoint of a step (:mod:`lpjax._integrator._stage_adjoint`)."""
-        return stage_vjp(self, system, dt, state, residuals, ct_state, lambda f, x: jax.jacfwd(f)(x), robust)
+        return stage_vjp(self, dt, state, linearization, ct_state, robust)
 
     def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed):
         return stage_parameter_vjp(system, dt, seed)

@@ -6,13 +6,14 @@ from typing import ClassVar, Optional, final
 
 import equinox as eqx
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
 from .._algebra import LieAlgebra
 from .._system import AbstractLiePoissonSystem, FreeRigidBodyFamily
 from ._base import AbstractGroupMap, AbstractSteppedAdjoint, first_failure
-from ._implicit import AbstractImplicitMethod, implicit_solve, root_step_vjp
+from ._implicit import AbstractImplicitMethod, implicit_solve, root_step_jacobian, root_step_vjp
 
 __all__ = ["MoserVeselov"]
 
@@ -79,10 +80,9 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractSteppedAdjo
         y1, f = _update(system.algebra, x, state[0] if self.reconstruct else state)
         return self.carry_on(system, state, y1, f), first_failure(result, y1), info, x
 
-    def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, state, x, ct_state, robust: bool = False):
-        """The discrete adjoint of a step: ``x`` (Cayley coordinates of f) solves the Legendre
-        equation, so :func:`~lpjax._integrator._implicit.root_step_vjp` with its 3 × 3 (d × d)
-        Jacobian; the parameter cotangents are formed in the sweep (the seed is them)."""
+    def _step_functions(self, system: AbstractLiePoissonSystem):
+        """The Legendre equation's residual and the update as functions of ``(x, (state, dyn, dt))``
+        (``dyn``: the system's inexact arrays), for the adjoint."""
         dyn, static = eqx.partition(system, eqx.is_inexact_array)
         g = system.algebra
 
@@ -97,11 +97,31 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractSteppedAdjo
             state, dyn, dt = inputs
             return self.carry_on(eqx.combine(dyn, static), state, *_update(g, x, state[0] if self.reconstruct else state))
 
-        (ct_state, ct_dyn, ct_dt), ok = root_step_vjp(residual, update, x, (state, dyn, dt), ct_state)
-        return ct_state, (ct_dyn, ct_dt), ok
+        return residual, update, dyn
+
+    def step_linearize(self, system: AbstractLiePoissonSystem, dt: Scalar, state, x):
+        """``(x, ∂state₁/∂state)``: the step's Jacobian (raveled states), from the Legendre
+        equation's by :func:`~lpjax._integrator._implicit.root_step_jacobian`."""
+        residual, update, dyn = self._step_functions(system)
+        inputs = lambda s: (s, dyn, dt)  # noqa: E731
+        return x, root_step_jacobian(lambda x, s: residual(x, inputs(s)), lambda x, s: update(x, inputs(s)), x, state)
+
+    def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, state, linearization, ct_state, robust: bool = False):
+        """The discrete adjoint of a step: the transposed step Jacobian of :meth:`step_linearize`
+        times the cotangent (exact, so ``robust`` changes nothing); the seed is ``(state, x, ct)``."""
+        x, jac = linearization
+        flat, unravel = ravel_pytree(ct_state)
+        lam = jnp.sum(jac * flat[:, None], axis=0)
+        return unravel(lam), (state, x, ct_state), jnp.all(jnp.isfinite(lam))
 
     def parameter_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, seed):
-        return seed
+        """``(system, dt)`` cotangents of a step from its seed: the Legendre equation's Jacobian,
+        transposed (:func:`~lpjax._integrator._implicit.root_step_vjp`)."""
+        state, x, ct = seed
+        residual, update, dyn = self._step_functions(system)
+        (ct_dyn, ct_dt), _ = root_step_vjp(lambda x, p: residual(x, (state,) + p), lambda x, p: update(x, (state,) + p),
+                                           x, (dyn, dt), ct)
+        return ct_dyn, ct_dt
 
 
 def _update(algebra, x, y):
