@@ -130,8 +130,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     # The discrete adjoint runs over single steps: within a save when saves are far apart, over
     # the saves (each a few steps) when they are close. A method with its own adjoint of a step
     # (AbstractSteppedAdjoint) gets it over the steps of each save.
-    stepped_method = (isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
-                      and not jax.tree.leaves(eqx.filter(method, eqx.is_inexact_array)))  # its adjoint covers no method array
+    stepped_method = isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
     discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
     def one_step(dyn, carry: _Carry):
@@ -154,9 +153,9 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
 
     def parameter_vjp(dyn, seed):
         system, method, dt = eqx.combine(dyn, static)
-        ct_system, ct_dt = method.parameter_vjp(system, dt, seed)
+        ct = method.parameter_vjp(system, dt, seed)
         zeros = jax.tree.map(jnp.zeros_like, eqx.filter(dyn, eqx.is_inexact_array))
-        return ct_system, zeros[1], ct_dt.astype(zeros[2].dtype)
+        return tuple(z if c is None else jax.tree.map(lambda c, z: c.astype(z.dtype), c, z) for c, z in zip(ct, zeros))
 
     stepped = (step_residuals, step_linearize, step_vjp, parameter_vjp, throw) if stepped_method else None
 

@@ -127,9 +127,10 @@ class AbstractSteppedAdjoint(AbstractIntegrator):
         :func:`lpjax.integrate` redoes a group with when a step's fast one did not converge."""
 
     @abc.abstractmethod
-    def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed: PyTree) -> tuple[PyTree, Scalar]:
-        """The step's cotangents ``(system's inexact arrays, dt)`` from its ``seed``; run for
-        many steps at once under ``vmap``, after the sequential sweep."""
+    def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed: PyTree) -> tuple[PyTree, PyTree, Scalar]:
+        """The step's cotangents ``(system's inexact arrays, the method's, dt)`` from its
+        ``seed`` (``None`` for zeros); run for many steps at once under ``vmap``, after the
+        sequential sweep."""
 
 
 class AbstractStateIsY(AbstractIntegrator):

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Callable, Optional
 
 import equinox as eqx
@@ -37,7 +38,7 @@ from jaxtyping import Array, ArrayLike, PyTree
 
 from .. import _small as sm
 from .._checks import optional_tol, positive_int
-from ._base import RESULTS, AbstractIntegrator, StepInfo
+from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 
 __all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "root_step_vjp"]
 
@@ -260,3 +261,33 @@ def root_step_jacobian(residual: Callable, update: Callable, z: Array, state: Py
 
     (Rz, Rs), (Uz, Us) = jax.jacfwd(both, (0, 1))(z, flat)
     return Us - Uz @ sm.gauss_jordan(Rz.reshape(z.size, z.size), Rs.reshape(z.size, -1))
+
+
+class AbstractRootStepAdjoint(AbstractSteppedAdjoint):
+    """A step ``state₁ = update(x, state, p)`` whose ``x`` solves ``residual(x, state, p) = 0``
+    (a small system; ``p = (system's inexact arrays, the method's, dt)``), with the discrete
+    adjoint of the implicit function theorem: the step's Jacobian ``∂state₁/∂state`` formed for
+    a whole checkpoint group at once (:func:`root_step_jacobian`), one matrix–vector product per
+    step in the sweep (exact: ``robust`` changes nothing), and the parameters' cotangents from
+    the transposed equation (:func:`root_step_vjp`), again for the whole group at once.
+    :meth:`step_residuals` keeps ``x``."""
+
+    @abc.abstractmethod
+    def root_functions(self, system, dt) -> tuple[Callable, Callable, PyTree]:
+        """``(residual, update, p)``: the step's equation and its update as functions of
+        ``(x, state, p)``, and ``p``."""
+
+    def step_linearize(self, system, dt, state, x):
+        residual, update, p = self.root_functions(system, dt)
+        return x, root_step_jacobian(lambda x, s: residual(x, s, p), lambda x, s: update(x, s, p), x, state)
+
+    def step_vjp(self, system, dt, state, linearization, ct_state, robust: bool = False):
+        x, jac = linearization
+        flat, unravel = ravel_pytree(ct_state)
+        lam = jnp.sum(jac * flat[:, None], axis=0)
+        return unravel(lam), (state, x, ct_state), jnp.all(jnp.isfinite(lam))
+
+    def parameter_vjp(self, system, dt, seed):
+        state, x, ct = seed
+        residual, update, p = self.root_functions(system, dt)
+        return root_step_vjp(lambda x, p: residual(x, state, p), lambda x, p: update(x, state, p), x, p, ct)[0]

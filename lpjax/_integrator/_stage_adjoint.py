@@ -100,7 +100,7 @@ def stage_vjp(method, dt, state, linearization, ct, robust: bool):
 
 
 def stage_parameter_vjp(system, dt, seed):
-    """The cotangents ``(system's inexact arrays, dt)`` of one step from its ``seed = (Y, μ)``:
+    """The cotangents ``(system's inexact arrays, method's (none), dt)`` of one step from its ``seed = (Y, μ)``:
     ``Σ_j (∂(dt f(Y_j; θ))/∂(θ, dt))ᵀ μ_j`` (formed for many steps at once, under ``vmap``)."""
     Y, mu = seed
     dyn, static = eqx.partition(system, eqx.is_inexact_array)
@@ -108,4 +108,5 @@ def stage_parameter_vjp(system, dt, seed):
     def fields(d, dt):
         return dt * jnp.stack([eqx.combine(d, static).vector_field(Y[j]) for j in range(Y.shape[0])])
 
-    return jax.vjp(fields, dyn, dt)[1](mu)
+    ct_system, ct_dt = jax.vjp(fields, dyn, dt)[1](mu)
+    return ct_system, None, ct_dt

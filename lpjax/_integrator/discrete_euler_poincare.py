@@ -14,7 +14,7 @@ from .. import _small as sm
 from .._algebra import GroupSplit, LieAlgebra, group_split
 from .._system import AbstractLiePoissonSystem, MatrixGroupFamily
 from ._base import AbstractGroupMap, first_failure
-from ._implicit import AbstractImplicitMethod, implicit_solve, newton_update
+from ._implicit import AbstractImplicitMethod, AbstractRootStepAdjoint, implicit_solve, newton_update
 
 __all__ = ["DiscreteEulerPoincare", "legendre", "group_casimir"]
 
@@ -115,7 +115,7 @@ def _dep_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
 
 
 @final
-class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
+class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdjoint):
     r"""The discrete Euler–Poincaré (DEP) / discrete Lie–Poisson (DLP) map of a reduced discrete
     Lagrangian ``ℓ(W, a, dt)`` on a matrix Lie group G, with k advected vectors ``a``.
 
@@ -205,17 +205,52 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod):
     def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
         return group_split(system.algebra, self.group, self.chart).group
 
-    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _solve(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        """``(x, result, info)``: the chart coordinates of ``W_k`` (step 1)."""
         split = group_split(system.algebra, self.group, self.chart)
         d = split.basis.shape[0]
-        M, a = y[:d], (y[d:] if split.k else None)
-        left = system.sign == -1
-        args = (self.ell, M, a, dt, split, left, self.chart)
-        x, result, info = implicit_solve(
-            _dep_residual, jnp.zeros_like(M), args, newton_update(_dep_residual, args),
+        args = (self.ell, y[:d], y[d:] if split.k else None, dt, split, system.sign == -1, self.chart)
+        return implicit_solve(
+            _dep_residual, jnp.zeros_like(y[:d]), args, newton_update(_dep_residual, args),
             max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit, unroll=False,
         )
-        W = _chart(x, split, self.chart)
-        M1 = _next_momentum(self.ell, W, a, dt, split, left)
-        y1 = M1 if a is None else jnp.concatenate([M1, split.advect(W, a, left)])
+
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        x, result, info = self._solve(system, y, dt)
+        y1, W = _dep_update(self.ell, x, y, dt, group_split(system.algebra, self.group, self.chart),
+                            system.sign == -1, self.chart)
         return y1, W, first_failure(result, y1), info
+
+    def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
+        y = self.observe(system, state)
+        x, result, info = self._solve(system, y, dt)
+        y1, W = _dep_update(self.ell, x, y, dt, group_split(system.algebra, self.group, self.chart),
+                            system.sign == -1, self.chart)
+        return self.carry_on(system, state, y1, W), first_failure(result, y1), info, x
+
+    def root_functions(self, system: AbstractLiePoissonSystem, dt: Scalar):
+        """The Legendre equation (step 1) in chart coordinates ``x`` and the update (steps 2, 3),
+        as functions of the Lagrangian's arrays (the method's)."""
+        dyn, static = eqx.partition(self, eqx.is_inexact_array)
+        split = group_split(system.algebra, self.group, self.chart)
+        d, left = split.basis.shape[0], system.sign == -1
+
+        def residual(x, state, p):
+            y = self.observe(system, state)
+            ell = eqx.combine(p[1], static).ell
+            return _dep_residual(x, (ell, y[:d], y[d:] if split.k else None, p[2], split, left, self.chart))
+
+        def update(x, state, p):
+            ell = eqx.combine(p[1], static).ell
+            return self.carry_on(system, state, *_dep_update(ell, x, self.observe(system, state), p[2], split, left, self.chart))
+
+        return residual, update, (None, dyn, dt)
+
+
+def _dep_update(ell, x, y, dt, split: GroupSplit, left: bool, chart: str):
+    """``(y_{k+1}, W_k)`` from the chart coordinates ``x`` of ``W_k``: steps 2 and 3."""
+    d = split.basis.shape[0]
+    a = y[d:] if split.k else None
+    W = _chart(x, split, chart)
+    M1 = _next_momentum(ell, W, a, dt, split, left)
+    return (M1 if a is None else jnp.concatenate([M1, split.advect(W, a, left)])), W

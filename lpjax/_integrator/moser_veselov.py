@@ -6,14 +6,13 @@ from typing import ClassVar, Optional, final
 
 import equinox as eqx
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
 from .._algebra import LieAlgebra
 from .._system import AbstractLiePoissonSystem, FreeRigidBodyFamily
-from ._base import AbstractGroupMap, AbstractSteppedAdjoint, first_failure
-from ._implicit import AbstractImplicitMethod, implicit_solve, root_step_jacobian, root_step_vjp
+from ._base import AbstractGroupMap, first_failure
+from ._implicit import AbstractImplicitMethod, AbstractRootStepAdjoint, implicit_solve
 
 __all__ = ["MoserVeselov"]
 
@@ -29,7 +28,7 @@ def _legendre_residual(x: Float[Array, " d"], args) -> Float[Array, " d"]:
 
 
 @final
-class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractSteppedAdjoint):
+class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdjoint):
     r"""Discrete rigid body of Moser and Veselov as a discrete Lie–Poisson map (order 2).
 
     Reduced discrete Lagrangian ``ℓ(f) = tr(fΛ)`` on SO(n), Legendre transform
@@ -76,52 +75,24 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractSteppedAdjo
         return y1, f, first_failure(result, y1), info
 
     def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
-        x, result, info = self._solve(system, state[0] if self.reconstruct else state, dt)
-        y1, f = _update(system.algebra, x, state[0] if self.reconstruct else state)
+        x, result, info = self._solve(system, self.observe(system, state), dt)
+        y1, f = _update(system.algebra, x, self.observe(system, state))
         return self.carry_on(system, state, y1, f), first_failure(result, y1), info, x
 
-    def _step_functions(self, system: AbstractLiePoissonSystem):
-        """The Legendre equation's residual and the update as functions of ``(x, (state, dyn, dt))``
-        (``dyn``: the system's inexact arrays), for the adjoint."""
+    def root_functions(self, system: AbstractLiePoissonSystem, dt: Scalar):
+        """The Legendre equation in Cayley coordinates ``x`` of f, and ``M_{k+1} = fᵀ M_k f``."""
         dyn, static = eqx.partition(system, eqx.is_inexact_array)
         g = system.algebra
 
-        def residual(x, inputs):
-            state, dyn, dt = inputs
-            s = eqx.combine(dyn, static)
-            y = state[0] if self.reconstruct else state
-            lam = jnp.asarray(s.hamiltonian.mass_tensor, y.dtype)
-            return _legendre_residual(x, (g, sm.unstack(lam), dt * y))
+        def residual(x, state, p):
+            y = self.observe(system, state)
+            lam = jnp.asarray(eqx.combine(p[0], static).hamiltonian.mass_tensor, y.dtype)
+            return _legendre_residual(x, (g, sm.unstack(lam), p[2] * y))
 
-        def update(x, inputs):
-            state, dyn, dt = inputs
-            return self.carry_on(eqx.combine(dyn, static), state, *_update(g, x, state[0] if self.reconstruct else state))
+        def update(x, state, p):
+            return self.carry_on(system, state, *_update(g, x, self.observe(system, state)))
 
-        return residual, update, dyn
-
-    def step_linearize(self, system: AbstractLiePoissonSystem, dt: Scalar, state, x):
-        """``(x, ∂state₁/∂state)``: the step's Jacobian (raveled states), from the Legendre
-        equation's by :func:`~lpjax._integrator._implicit.root_step_jacobian`."""
-        residual, update, dyn = self._step_functions(system)
-        inputs = lambda s: (s, dyn, dt)  # noqa: E731
-        return x, root_step_jacobian(lambda x, s: residual(x, inputs(s)), lambda x, s: update(x, inputs(s)), x, state)
-
-    def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, state, linearization, ct_state, robust: bool = False):
-        """The discrete adjoint of a step: the transposed step Jacobian of :meth:`step_linearize`
-        times the cotangent (exact, so ``robust`` changes nothing); the seed is ``(state, x, ct)``."""
-        x, jac = linearization
-        flat, unravel = ravel_pytree(ct_state)
-        lam = jnp.sum(jac * flat[:, None], axis=0)
-        return unravel(lam), (state, x, ct_state), jnp.all(jnp.isfinite(lam))
-
-    def parameter_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, seed):
-        """``(system, dt)`` cotangents of a step from its seed: the Legendre equation's Jacobian,
-        transposed (:func:`~lpjax._integrator._implicit.root_step_vjp`)."""
-        state, x, ct = seed
-        residual, update, dyn = self._step_functions(system)
-        (ct_dyn, ct_dt), _ = root_step_vjp(lambda x, p: residual(x, (state,) + p), lambda x, p: update(x, (state,) + p),
-                                           x, (dyn, dt), ct)
-        return ct_dyn, ct_dt
+        return residual, update, (dyn, None, dt)
 
 
 def _update(algebra, x, y):
