@@ -32,7 +32,7 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None, in_sweep: boo
     (``discrete=False``: JAX differentiates the loop, forward and reverse mode), a
     :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only; ``in_sweep``:
     its parameter cotangent formed in the sweep) or, given
-    ``stepped = (f_res, f_vjp, f_params, throw)``, a :func:`stepped_scan` (the method's adjoint of its
+    ``stepped = (f_res, f_lin, f_vjp, f_params, throw)``, a :func:`stepped_scan` (the method's adjoint of its
     step, reverse mode only). Without differentiation none costs anything. Loops shorter than 16
     are one group.
     """
@@ -171,14 +171,22 @@ def _adjoint_scan_bwd(f, length, in_sweep, dyn, carry0, wanted, cotangents):
 
 def stepped_scan(fs, length: int, dyn, carry):
     """``lax.scan`` of ``f(dyn, ·) -> (carry, None)`` whose reverse mode is the method's own
-    adjoint of a step. ``fs = (f, f_res, f_vjp, f_params, throw)``: ``f_res(dyn, c) -> (carry,
-    residuals)`` is the step keeping what ``f_vjp(dyn, state, residuals, ct_state) -> (ct_state,
-    seed, ok)`` needs (``f_vjp(..., robust)``: the fast or the robust solve), and
-    ``f_params(dyn, seed) -> ct_dyn`` a step's parameter cotangent. The backward pass recomputes
-    the loop once, keeping each step's entering state and residuals, runs ``f_vjp`` backwards
-    (again with the robust solve if a step's fast one failed), then ``f_params`` over all the
-    steps at once (``vmap``; not at all for a gradient in the initial state alone) and sums. A
-    step whose robust adjoint solve fails too makes every cotangent NaN, and with ``throw`` raises."""
+    adjoint of a step. ``fs = (f, f_res, f_lin, f_vjp, f_params, throw)``: ``f_res(dyn, c) ->
+    (carry, residuals)`` is the step keeping what ``f_lin(dyn, state, residuals) -> lin``
+    needs, ``lin`` what ``f_vjp(dyn, state, lin, ct_state, robust) -> (ct_state, seed, ok)``
+    needs (``robust``: the fast or the robust solve), and ``f_params(dyn, seed) -> ct_dyn`` a
+    step's parameter cotangent. The backward pass recomputes the loop once (without the
+    statistics), keeping each step's entering state and residuals, runs ``f_lin`` over all the
+    steps at once (``vmap``), ``f_vjp`` backwards (again with the robust solve if a step's fast
+    one failed), then ``f_params`` over all the steps at once (not at all for a gradient in the
+    initial state alone) and sums. A step whose robust adjoint solve fails too makes every
+    cotangent NaN, and with ``throw`` raises.
+
+    Why batched: on CPU a sequential loop's cost is mostly the number of kernels per iteration,
+    so work that does not depend on the cotangent is moved out of the sweep. Measured (10⁴
+    steps, gradient over forward, all arrays and y0): Moser–Veselov 4.5 with the Legendre
+    equation's Jacobian formed and solved in the sweep, 3.8 with the step's Jacobian formed
+    batched and one matrix–vector product per step."""
     return _run_outside(functools.partial(_stepped_bwd, fs, length), fs[0], length, dyn, carry)
 
 

@@ -118,6 +118,14 @@ def _solves_implicitly(method: AbstractIntegrator) -> bool:
     return any(is_implicit(x) for x in jax.tree.leaves(method, is_leaf=is_implicit))
 
 
+def _has_stepped_adjoint(method: AbstractIntegrator) -> bool:
+    """Whether ``method`` and every integrator it wraps (Collective's inner method) supply their
+    own adjoint of a step."""
+    wrapped = lambda x: x is not method and isinstance(x, AbstractIntegrator)  # noqa: E731
+    inner = [x for x in jax.tree.leaves(method, is_leaf=wrapped) if wrapped(x)]
+    return isinstance(method, AbstractSteppedAdjoint) and all(isinstance(x, AbstractSteppedAdjoint) for x in inner)
+
+
 @eqx.filter_jit
 def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str,
                state0=None) -> Solution:
@@ -130,7 +138,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     # The discrete adjoint runs over single steps: within a save when saves are far apart, over
     # the saves (each a few steps) when they are close. A method with its own adjoint of a step
     # (AbstractSteppedAdjoint) gets it over the steps of each save.
-    stepped_method = isinstance(method, AbstractSteppedAdjoint) and adjoint != "direct"
+    stepped_method = _has_stepped_adjoint(method) and adjoint != "direct"
     discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
     def one_step(dyn, carry: _Carry):

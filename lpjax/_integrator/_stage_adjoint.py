@@ -16,11 +16,14 @@ the stages', ``dt ‖J‖ ‖A‖``), from ``Λ = T(0)``, accepted by the implic
 error estimated from the last two updates ≤ ``tol``). A group with a step that fails the test
 is redone with the robust solve (``robust=True``): Gauss–Jordan elimination of the transposed
 ``sn × sn`` matrix up to ``s·n = 32``, LU above; exact, stiff or not. The Jacobians are formed
-once per stage (``n`` Jacobian–vector products). Measured on the heavy top (GL4, 10⁴ steps,
-CPU), in one comparison of these variants: the gradient cost 3.3 of a forward run (inside the
-``custom_vjp`` of an earlier layout, which ran 15% slower than the loop itself) thus, 5.8 with
-a ``while_loop`` fixed point per step, 4.2 with the elimination every step and 7.4 with
-vector–Jacobian products in place of the Jacobians; ``benchmarks/gradients.py`` gives 4.1 now.
+for a whole checkpoint group at once, before the sweep (:func:`stage_linearize`, ``n``
+Jacobian–vector products per stage, under ``vmap``). Measured on the heavy top (GL4, 10⁴
+steps, CPU; gradient over forward, all arrays and y0), one variant at a time: 4.1 with the
+Jacobians formed in the sweep, about 4.0 batched, 3.8 when the recompute also skips the
+statistics; 5.8 with a ``while_loop`` fixed point per step, 4.2 with the elimination every
+step, 7.4 with vector–Jacobian products in place of the Jacobians, 4.3 with the stage system
+assembled into one ``sn × sn`` matrix per step (``c + KΛ`` by matrix products: fewer operations,
+more kernels).
 """
 
 from __future__ import annotations
