@@ -7,15 +7,20 @@ Cases (float64, CPU): GL4 (``GaussLegendre(2)``) on the heavy top I = (1, 1, 0.5
 Lagrange top n = 3, dt = 0.01; Moser–Veselov on the rigid body I = (1, 2, 3), dt = 0.01; and on
 the same heavy top, diffrax's Tsit5 and lpjax's GL4 as a diffrax solver
 (``lpjax.diffrax.GaussLegendre(2)``), constant steps, ``RecursiveCheckpointAdjoint``; 10³, 10⁴
-and 10⁵ steps (10³, 10⁴ with ``--quick``). The loss is the sum of the final state; the gradient
-is ``eqx.filter_grad`` with respect to every array of the system and the initial state together.
+and 10⁵ steps (10³, 10⁴ with ``--quick``); and, at 10³ and 10⁴ steps only (their steps cost
+20–140 µs), ``Collective()`` (GL4 on the canonized heavy top) and ``DiscreteEulerPoincare`` with
+``lagrangians.midpoint`` of the heavy top. The loss is the sum of the final state; the gradient
+is ``eqx.filter_grad`` with respect to every array of the system (for DEP: of its Lagrangian,
+which holds the heavy top's) and the initial state together.
 
 * adjoint: ``integrate``'s ``"auto"`` default (in reverse mode: the written-out discrete
-  adjoint, GL's and MV's own adjoint of a step) against ``"direct"`` (JAX's reverse mode of the
-  checkpointed loop);
-* time: the second call after ``block_until_ready`` of the jitted forward run and of the jitted
-  gradient (median of several), as the ratio gradient / forward; also for the gradient with respect to
-  the initial state alone (``y0 only``), where the discrete adjoint forms no parameter cotangent;
+  adjoint, or the method's own adjoint of a step) against ``"direct"`` (JAX's reverse mode of
+  the checkpointed loop);
+* time: the jitted forward run, gradient and gradient in y0 are called once (compilation),
+  then in turn, in 5–15 interleaved rounds (about 4 s), so that a slow spell of the machine
+  hits all three; reported are the medians, as the ratio gradient / forward; also for the
+  gradient with respect to the initial state alone (``y0 only``), where the discrete adjoint
+  forms no parameter cotangent;
 * memory: in a fresh process per point, the gradient is compiled first, the peak-RSS counter
   is then reset (``/proc/self/clear_refs``) and the compiled gradient run alone; reported is the
   peak RSS above the RSS just before the run, and XLA's own temporary-buffer size of the
@@ -46,6 +51,7 @@ import numpy as np
 import diffrax
 import lpjax
 import lpjax.diffrax
+from lpjax import lagrangians
 from lpjax.systems import heavy_top, lagrange_top, rigid_body
 
 
@@ -54,11 +60,17 @@ _TOP = (heavy_top(jnp.array([1.0, 1.0, 0.5]), jnp.array([0.1, 0.0, 1.0]), 1.0),
 
 
 def _case(name):
+    """``(params, run, y0)``: the arrays differentiated and ``run(params) -> (system, method)``;
+    ``params`` is the system, except for DEP, whose Lagrangian (the method) holds the arrays."""
     if name in ("GL4 heavy top", "diffrax Tsit5 heavy top", "diffrax + lpjax GL4 heavy top"):
-        return _TOP[0], lpjax.GaussLegendre(2), _TOP[1]
+        return _TOP[0], lambda system: (system, lpjax.GaussLegendre(2)), _TOP[1]
+    if name == "Collective (GL4) heavy top":
+        return _TOP[0], lambda system: (system, lpjax.Collective()), _TOP[1]
+    if name == "DEP (midpoint) heavy top":
+        return (lpjax.DiscreteEulerPoincare(lagrangians.midpoint(_TOP[0])), lambda method: (_TOP[0], method), _TOP[1])
     if name == "Moser-Veselov rigid body":
-        return rigid_body(jnp.array([1.0, 2.0, 3.0])), lpjax.MoserVeselov(), jnp.array([1.0, 0.5, 0.8])
-    return (lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(),
+        return rigid_body(jnp.array([1.0, 2.0, 3.0])), lambda system: (system, lpjax.MoserVeselov()), jnp.array([1.0, 0.5, 0.8])
+    return (lagrange_top(3, frame="rest"), lambda system: (system, lpjax.SurisLagrangeTop()),
             jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
 
 
@@ -71,9 +83,10 @@ def _diffrax_final(system, y0, n, solver):
 
 def _functions(name, n, variant="auto"):
     """The forward run, the gradient in the system's arrays and y0 together, and in y0 alone."""
-    system, method, y0 = _case(name)
+    params, run, y0 = _case(name)
 
-    def loss(system, y0):
+    def loss(params, y0):
+        system, method = run(params)
         if name.startswith("diffrax"):
             solver = diffrax.Tsit5() if "Tsit5" in name else lpjax.diffrax.GaussLegendre(2, error_estimate=False)
             return jnp.sum(_diffrax_final(system, y0, n, solver))
@@ -85,7 +98,7 @@ def _functions(name, n, variant="auto"):
         return jnp.sum(lpjax.integrate(system, method, y0, 0.01, n, save_every=n, adjoint=variant).ys[-1])
 
     both = eqx.filter_grad(lambda args: loss(*args))
-    return (system, y0, eqx.filter_jit(loss), eqx.filter_jit(lambda system, y0: both((system, y0))),
+    return (params, y0, eqx.filter_jit(loss), eqx.filter_jit(lambda params, y0: both((params, y0))),
             eqx.filter_jit(jax.grad(loss, argnums=1)))
 
 
@@ -123,7 +136,8 @@ def _few_parameters(n: int) -> list[dict]:
 
     out = []
     for name in ("GL4 heavy top", "Suris Lagrange top"):
-        system, method, y0 = _case(name)
+        system, run, y0 = _case(name)
+        method = run(system)[1]
 
         def loss(eps, system=system, method=method, y0=y0):
             scaled = eqx.tree_at(lambda s: s.hamiltonian, system, jax.tree.map(lambda a: a * (1 + eps) if eqx.is_inexact_array(a) else a,
@@ -146,6 +160,29 @@ def _pair(case, fwd, der, x) -> dict:
     return dict(case=case, forward_s=tf["time_s"], derivative_s=td["time_s"], ratio=td["time_s"] / tf["time_s"])
 
 
+def _interleaved(calls, budget_s: float = 4.0, rounds: tuple[int, int] = (5, 15)) -> list[dict]:
+    """Time ``calls`` (forward, gradients) in interleaved rounds, so that a slow spell of the
+    machine hits them alike: each is first called once (compilation: ``first_call_s``), then
+    once per round, for at least ``rounds[0]`` and at most ``rounds[1]`` rounds or ``budget_s``;
+    ``time_s`` is the median of the rounds."""
+    import time
+
+    first = []
+    for call in calls:
+        t = time.perf_counter()
+        call()
+        first.append(time.perf_counter() - t)
+    walls = [[] for _ in calls]
+    start = time.perf_counter()
+    while len(walls[0]) < rounds[0] or (len(walls[0]) < rounds[1] and time.perf_counter() - start < budget_s):
+        for call, w in zip(calls, walls):
+            t = time.perf_counter()
+            call()
+            w.append(time.perf_counter() - t)
+    return [{"time_s": float(np.median(w)), "time_min_s": min(w), "first_call_s": f, "n_timed_calls": len(w)}
+            for f, w in zip(first, walls)]
+
+
 def _slope(rows, key):
     a, b = rows[-2], rows[-1]
     if not (a[key] and b[key]):
@@ -163,16 +200,16 @@ def main() -> None:
     few = _few_parameters(10_000)  # first: after the 10⁵-step rows the same process times it up to 3× slower
     cases = [(name, variant) for name in ("GL4 heavy top", "Suris Lagrange top", "Moser-Veselov rigid body")
              for variant in ("auto", "direct", "scan")]
+    cases += [(name, variant) for name in ("Collective (GL4) heavy top", "DEP (midpoint) heavy top")
+              for variant in ("auto", "direct")]
     cases += [("diffrax Tsit5 heavy top", "diffrax"), ("diffrax + lpjax GL4 heavy top", "diffrax")]
     for name, variant in cases:
         auto = " (discrete)"
         label = f"{name}, " + {"auto": 'adjoint="auto"' + auto, "direct": 'adjoint="direct"', "scan": "plain lax.scan",
                                "diffrax": "RecursiveCheckpointAdjoint"}[variant]
-        for n in steps:
+        for n in steps[:2] if name.startswith(("Collective", "DEP")) else steps:  # (their steps cost 20-140 µs)
             system, y0, fwd, grad, grad_y0 = _functions(name, n, variant)
-            _, tf = H.time_calls(lambda: jax.block_until_ready(fwd(system, y0)))
-            _, tg = H.time_calls(lambda: jax.block_until_ready(grad(system, y0)))
-            _, ty = H.time_calls(lambda: jax.block_until_ready(grad_y0(system, y0)))
+            tf, tg, ty = _interleaved([lambda f=f: jax.block_until_ready(f(system, y0)) for f in (fwd, grad, grad_y0)])
             mem = _memory(name, n, variant)
             rows.append(dict(case=label, steps=n, forward_s=tf["time_s"], gradient_s=tg["time_s"],
                              gradient_over_forward=tg["time_s"] / tf["time_s"],
