@@ -216,24 +216,26 @@ def integrate(
     √n_steps besides the saved output. ``adjoint`` picks how the steps are differentiated:
 
     * ``"discrete"``: the discrete adjoint of the map, written out (the adjoint recursion over
-      the state, then the parameter cotangent of all steps at once under ``vmap``), in reverse
-      mode (see below). For the Suris map over 10³–10⁴ steps the gradient costs 4.6–6.3
-      forward runs (2.2–2.9 in ``y0`` alone, when no parameter cotangent is formed), against
-      13–90 for ``"direct"`` (``benchmarks/gradients.py``).
+      the state in a reverse scan; the parameter cotangent summed in the same sweep over single
+      steps, formed for all steps at once under ``vmap`` over saves a few steps apart), in
+      reverse mode (see below).
     * ``"direct"``: JAX differentiates the checkpointed loop itself. Forward mode too
       (``jax.jvp``, ``jax.jacfwd``: one forward run per direction, for few parameters).
     * For a method with its own adjoint of a step (:class:`lpjax.AbstractSteppedAdjoint`:
-      :class:`GaussLegendre`, :class:`MoserVeselov`; not when the method holds arrays of its
-      own), ``"discrete"`` is that adjoint. For GL each checkpoint group is
-      recomputed once keeping the converged stages, the transposed stage equations are solved
-      per step by 8 fixed-point updates with the Jacobians of ``f`` at the stages (a group where
-      they fail the implicit kernel's test is redone by elimination), and the
-      parameter cotangents of the group are formed at once under ``vmap``. A step whose adjoint
-      solve fails makes the gradient NaN, and raises under ``throw=True``. GL4 on the heavy top,
-      10⁴ steps: 3.8 forward runs for the gradient in every array and y0, against 17.3 for
-      ``"direct"`` (one run on a 2-core CPU; ``benchmarks/gradients.py``).
+      :class:`GaussLegendre`, :class:`MoserVeselov`, :class:`DiscreteEulerPoincare`, and
+      :class:`Collective` when its inner method has one), ``"discrete"`` is that adjoint: each
+      checkpoint group is recomputed once keeping what the step solved for, all its steps are
+      linearized at once under ``vmap`` (GL: the stages' Jacobians; MV, DEP: the step's
+      Jacobian by the implicit function theorem), the sweep back solves the transposed step
+      equations (GL: 8 fixed-point updates, a group where they fail the implicit kernel's test
+      redone by elimination; MV, DEP: one matrix–vector product) and the parameter cotangents
+      of the group are formed at once under ``vmap`` (DEP: those of its Lagrangian's arrays). A
+      step whose adjoint solve fails makes the gradient NaN, and raises under ``throw=True``.
     * ``"auto"`` (default): ``"discrete"`` for explicit maps and for methods with their own
-      adjoint of a step, ``"direct"`` for the other implicit methods (DEP, Collective).
+      adjoint of a step, ``"direct"`` for the other implicit methods.
+
+    Gradient over forward run, 10⁴ steps, every array and y0 (``benchmarks/gradients.py``, 2-core
+    CPU): about 4 for GL4, the Suris map and Moser–Veselov, against 14–80 for ``"direct"``.
 
     The written-out adjoints are used only in reverse mode (an input of ``integrate`` under
     ``jax.grad``, ``jax.vjp`` or ``jax.jacrev``, also inside ``vmap``); a plain run, forward mode
