@@ -126,9 +126,9 @@ def _adjoint_scan(f, length: int, dyn, carry, in_sweep: bool):
     parameter cotangent ``Σ_k (∂f/∂dyn)(c_k)ᵀ (λ_{k+1}, out̄_k)`` is summed in the same sweep
     (``in_sweep``: one vector–Jacobian product per step in both) or formed afterwards for all
     ``k`` at once under ``vmap``. Measured (CPU, 10⁴ steps, all system arrays and y0, gradient
-    over forward): over single steps the sweep is the faster, 3.7 against 7.4 (Suris map), 14.4
-    against 13.5 (RK4, heavy top); over saves one step apart ``vmap`` is, 3.8 against 14.9 (Suris
-    map). Same gradient as JAX's, to roundoff; no forward mode.
+    over forward): over single steps, in the sweep against ``vmap``, 3.7 against 7.4 (Suris map)
+    and 14.4 against 13.5 (RK4, heavy top: about even); over saves one step apart ``vmap`` is the
+    faster, 3.8 against 14.9 (Suris map). Same gradient as JAX's, to roundoff; no forward mode.
     """
     return _run_outside(functools.partial(_adjoint_scan_bwd, f, length, in_sweep), f, length, dyn, carry)
 

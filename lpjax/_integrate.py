@@ -235,7 +235,7 @@ def integrate(
       adjoint of a step, ``"direct"`` for the other implicit methods.
 
     Gradient over forward run, 10⁴ steps, every array and y0 (``benchmarks/gradients.py``, 2-core
-    CPU): about 4 for GL4, the Suris map and Moser–Veselov, against 14–80 for ``"direct"``.
+    CPU): 3.5–3.8 for GL4, the Suris map and Moser–Veselov, against 13–60 for ``"direct"``.
 
     The written-out adjoints are used only in reverse mode (an input of ``integrate`` under
     ``jax.grad``, ``jax.vjp`` or ``jax.jacrev``, also inside ``vmap``); a plain run, forward mode

@@ -40,7 +40,8 @@ from .. import _small as sm
 from .._checks import optional_tol, positive_int
 from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 
-__all__ = ["AbstractImplicitMethod", "implicit_solve", "newton_update", "default_tol", "root_step_vjp"]
+__all__ = ["AbstractImplicitMethod", "AbstractRootStepAdjoint", "implicit_solve", "newton_update", "default_tol",
+           "root_step_jacobian", "root_step_vjp"]
 
 Residual = Callable[[Array, Any], Array]
 
