@@ -203,7 +203,7 @@ def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents):
         return eqx.tree_at(lambda c: c.state, c, c1.state), (c.state, res)
 
     _, (states, res) = jax.lax.scan(forward, carry0, None, length=length)
-    res = jax.vmap(lambda state, r: f_lin(dyn, state, r))(states, res)
+    lins = jax.vmap(lambda state, r: f_lin(dyn, state, r))(states, res)
 
     def sweep(robust: bool):
         def back(acc, xs):
@@ -211,7 +211,7 @@ def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents):
             lam, seed, ok1 = f_vjp(dyn, xs[0], xs[1], lam, robust)
             return (lam, ok & ok1), seed
 
-        return jax.lax.scan(back, (ct_carry.state, jnp.asarray(True)), (states, res), reverse=True)
+        return jax.lax.scan(back, (ct_carry.state, jnp.asarray(True)), (states, lins), reverse=True)
 
     fast = sweep(False)  # a group with a step whose fast adjoint solve failed is redone robustly
     (lam, ok), seeds = jax.lax.cond(fast[0][1], lambda: fast, lambda: sweep(True))

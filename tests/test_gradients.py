@@ -16,6 +16,16 @@ CASES = {
 }
 
 
+def _assert_discrete_equals_direct(loss, args, n_leaves: int, rtol: float):
+    """``eqx.filter_grad(loss)(args, adjoint)`` with ``"discrete"`` equals ``"direct"`` leaf by
+    leaf to ``rtol`` relative (absolute below magnitude 1); ``n_leaves`` arrays differentiated."""
+    got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
+    leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
+    assert len(leaves) == n_leaves
+    for a, b in leaves:
+        assert float(jnp.max(jnp.abs(a - b))) <= rtol * max(1.0, float(jnp.max(jnp.abs(b)))), (a, b)
+
+
 def _loss(system, y0, method, n, save_every, plain=False):
     if plain:
         def step(state, _):
@@ -125,11 +135,7 @@ def test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad(stages, solver, 
         return jnp.sum(jnp.sin(sol.ys)) + jnp.sum(sol.state.y ** 2)
 
     args = (system, y0, jnp.asarray(dt))
-    got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
-    leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
-    assert len(leaves) == 5  # inertia, chi, mgl, y0, dt
-    for a, b in leaves:
-        assert float(jnp.max(jnp.abs(a - b))) <= 1e-10 * max(1.0, float(jnp.max(jnp.abs(b)))), (a, b)
+    _assert_discrete_equals_direct(loss, args, 5, 1e-10)  # inertia, chi, mgl, y0, dt
 
 
 class _Power(eqx.Module):
@@ -174,11 +180,7 @@ def test_the_stepped_adjoint_of_dep_equals_direct_ad():
         return jnp.sum(jnp.sin(sol.ys)) + jnp.sum(sol.gs.as_matrix()[-1] * jnp.arange(3)[None, :])
 
     args = (lpjax.DiscreteEulerPoincare(lagrangians.midpoint(system), reconstruct=True), y0, jnp.asarray(0.05))
-    got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
-    leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
-    assert len(leaves) == 5
-    for a, b in leaves:
-        assert float(jnp.max(jnp.abs(a - b))) <= 1e-12 * max(1.0, float(jnp.max(jnp.abs(b)))), (a, b)
+    _assert_discrete_equals_direct(loss, args, 5, 1e-12)
 
 
 def test_collective_uses_its_inner_methods_adjoint_and_equals_direct_ad():
@@ -197,11 +199,7 @@ def test_collective_uses_its_inner_methods_adjoint_and_equals_direct_ad():
         return jnp.sum(jnp.sin(lpjax.integrate(system, lpjax.Collective(), y0, dt, 30, save_every=3, adjoint=adjoint).ys))
 
     args = (system, y0, jnp.asarray(0.05))
-    got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
-    leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
-    assert len(leaves) == 5
-    for a, b in leaves:
-        assert float(jnp.max(jnp.abs(a - b))) <= 1e-12 * max(1.0, float(jnp.max(jnp.abs(b)))), (a, b)
+    _assert_discrete_equals_direct(loss, args, 5, 1e-12)
 
 
 @pytest.mark.parametrize("n, reconstruct", [(3, False), (4, True)])
@@ -222,8 +220,4 @@ def test_the_stepped_adjoint_of_moser_veselov_equals_direct_ad(n, reconstruct):
         return jnp.sum(jnp.sin(sol.ys)) + attitude
 
     args = (system, y0, jnp.asarray(0.05))
-    got, ref = (eqx.filter_grad(loss)(args, a) for a in ("discrete", "direct"))
-    leaves = list(zip(jax.tree.leaves(got), jax.tree.leaves(ref)))
-    assert len(leaves) == 3
-    for a, b in leaves:
-        assert float(jnp.max(jnp.abs(a - b))) <= 1e-12 * max(1.0, float(jnp.max(jnp.abs(b)))), (a, b)
+    _assert_discrete_equals_direct(loss, args, 3, 1e-12)

@@ -215,18 +215,19 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod, AbstractRo
             max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit, unroll=False,
         )
 
-    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        """:meth:`group_step`, and the chart coordinates ``x`` of ``W_k``."""
         x, result, info = self._solve(system, y, dt)
         y1, W = _dep_update(self.ell, x, y, dt, group_split(system.algebra, self.group, self.chart),
                             system.sign == -1, self.chart)
-        return y1, W, first_failure(result, y1), info
+        return y1, W, first_failure(result, y1), info, x
+
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        return self._step(system, y, dt)[:4]
 
     def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
-        y = self.observe(system, state)
-        x, result, info = self._solve(system, y, dt)
-        y1, W = _dep_update(self.ell, x, y, dt, group_split(system.algebra, self.group, self.chart),
-                            system.sign == -1, self.chart)
-        return self.carry_on(system, state, y1, W), first_failure(result, y1), info, x
+        y1, W, result, info, x = self._step(system, self.observe(system, state), dt)
+        return self.carry_on(system, state, y1, W), result, info, x
 
     def root_functions(self, system: AbstractLiePoissonSystem, dt: Scalar):
         """The Legendre equation (step 1) in chart coordinates ``x`` and the update (steps 2, 3),

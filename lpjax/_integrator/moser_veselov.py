@@ -69,15 +69,18 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
             max_iters=self.max_iters, tol=self.tol, early_exit=self.early_exit,
         )
 
-    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        """:meth:`group_step`, and the Cayley coordinates ``x`` of f."""
         x, result, info = self._solve(system, y, dt)
         y1, f = _update(system.algebra, x, y)
-        return y1, f, first_failure(result, y1), info
+        return y1, f, first_failure(result, y1), info, x
+
+    def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        return self._step(system, y, dt)[:4]
 
     def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
-        x, result, info = self._solve(system, self.observe(system, state), dt)
-        y1, f = _update(system.algebra, x, self.observe(system, state))
-        return self.carry_on(system, state, y1, f), first_failure(result, y1), info, x
+        y1, f, result, info, x = self._step(system, self.observe(system, state), dt)
+        return self.carry_on(system, state, y1, f), result, info, x
 
     def root_functions(self, system: AbstractLiePoissonSystem, dt: Scalar):
         """The Legendre equation in Cayley coordinates ``x`` of f, and ``M_{k+1} = fᵀ M_k f``."""
