@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._algebra import rotation_frame
 from ._checks import finite_scalar
 from ._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
 
@@ -36,6 +37,14 @@ def _state(system: AbstractLiePoissonSystem, y: ArrayLike, dt: ArrayLike, lam: A
         raise ValueError("lam must be nonzero: L(λ) has a λ⁻¹ term")
     dtype = jnp.result_type(y, dt, lam)
     return y.astype(dtype), dt.astype(dtype), lam.astype(dtype)
+
+
+def momentum_matrix(system: AbstractLiePoissonSystem, y: Float[Array, " d"]) -> tuple[Float[Array, "n n"], Float[Array, " r"]]:
+    """``(M, P)`` of a state on (so(n) ⋉ (Rⁿ)^k)*: the momentum's skew matrix (whatever the
+    algebra's basis, :func:`lpjax._algebra.rotation_frame`) and the advected vectors."""
+    frame = rotation_frame(system.algebra)
+    g, y = frame.algebra, frame.momentum_in(y)
+    return g.hat(y[: g.dim]), y[g.dim :]
 
 
 def _twisted(m: Float[Array, "n n"], col: Float[Array, " n"]) -> Float[Array, "n+1 n+1"]:
@@ -74,8 +83,7 @@ def suris_lagrange_lax(
     y, eps, lam = _state(system, y, dt, lam)
     h = system.hamiltonian
     n = h.n
-    g = system.algebra.rotation_structure[0]
-    m, v = g.hat(y[: g.dim]), y[g.dim :]
+    m, v = momentum_matrix(system, y)
     eye = jnp.eye(n, dtype=y.dtype)
     if h.frame == "rest":
         p = jnp.asarray(h.gravity, y.dtype)
@@ -108,8 +116,7 @@ def suris_clebsch_lax(
     y, eps, lam = _state(system, y, dt, lam)
     b = jnp.asarray(system.hamiltonian.B, y.dtype)
     n = b.shape[0]
-    g = system.algebra.rotation_structure[0]
-    M, P = g.hat(y[: g.dim]), y[g.dim :]
+    M, P = momentum_matrix(system, y)
     eye = jnp.eye(n, dtype=y.dtype)
     Pc = (eye + 0.5 * eps * M) @ jnp.outer(P, P) @ (eye - 0.5 * eps * M)  # (7.20)
     K = 1 + 0.25 * eps**2 * jnp.dot(P, P) * b  # the diagonal of K in (7.19), corrected

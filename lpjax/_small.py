@@ -26,7 +26,7 @@ _UNROLL_LINEAR = 8  # largest m whose linear solve (solve_small) is unrolled
 _UNROLL_REDUCE = 64  # largest size whose reductions are written entry by entry
 
 __all__ = [
-    "unstack", "unstack_matrix", "stack", "stack_matrix", "bilinear", "hat", "vee", "dot", "mm", "mv",
+    "unstack", "unstack_matrix", "stack", "stack_matrix", "const_mv", "bilinear", "hat", "vee", "dot", "mm", "mv",
     "transpose", "wedge", "lin", "solve", "solve_small", "logdet_spd", "identity", "gauss_jordan", "cayley", "cayley_matrix", "hat3", "wedge_matrix",
     "max_entry", "entrywise_solves",
 ]
@@ -112,6 +112,11 @@ def hat(x: Vec, basis: np.ndarray) -> Mat:
         [_dot([_scaled(float(basis[i, a, b]), x[i]) for i in np.flatnonzero(basis[:, a, b])]) for b in range(n)]
         for a in range(n)
     ]
+
+
+def const_mv(C: np.ndarray, x: Vec) -> Vec:
+    """``C x`` for a constant NumPy matrix ``C``, over its nonzeros only."""
+    return [_dot([_scaled(float(C[i, j]), x[j]) for j in np.flatnonzero(C[i])]) for i in range(C.shape[0])]
 
 
 def bilinear(C: np.ndarray, u: Vec, v: Vec) -> Vec:

@@ -11,3 +11,4 @@ from ._constructors import (
     so3 as so3,
     so21 as so21,
 )
+from ._rotation import RotationFrame as RotationFrame, rotation_frame as rotation_frame

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
-from .._algebra import LieAlgebra
+from .._algebra import LieAlgebra, rotation_frame
 from .._system import AbstractLiePoissonSystem, FreeRigidBodyFamily
 from ._base import AbstractGroupMap, first_failure
 from ._implicit import AbstractImplicitMethod, AbstractRootStepAdjoint, implicit_solve
@@ -59,9 +59,9 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
     def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
         return system.algebra.rotation_structure[0]
 
-    def _solve(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _solve(self, system: AbstractLiePoissonSystem, g: LieAlgebra, y: Float[Array, " d"], dt: Scalar):
+        """Cayley coordinates of f for momenta ``y`` in the elementary basis of ``g``."""
         lam = jnp.asarray(system.hamiltonian.mass_tensor, y.dtype)
-        g = system.algebra
         # the derivative of the residual at x = 0 is X ↦ 2(XΛ + ΛX): diagonal on matrix entries
         denom = g.vee(2.0 * (lam[:, None] + lam[None, :]) * g.hat(jnp.ones_like(y)), check=False)
         return implicit_solve(
@@ -70,9 +70,12 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
         )
 
     def _step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
-        """:meth:`group_step`, and the Cayley coordinates ``x`` of f."""
-        x, result, info = self._solve(system, y, dt)
-        y1, f = _update(system.algebra, x, y)
+        """:meth:`group_step`, and the Cayley coordinates ``x`` of f (in the elementary basis of
+        the system's :func:`rotation_frame`, through which the state passes in and out)."""
+        frame = rotation_frame(system.algebra)
+        yi = frame.momentum_in(y)
+        x, result, info = self._solve(system, frame.algebra, yi, dt)
+        y1, f = _update(frame, x, yi)
         return y1, f, first_failure(result, y1), info, x
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
@@ -85,21 +88,23 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
     def root_functions(self, system: AbstractLiePoissonSystem, dt: Scalar):
         """The Legendre equation in Cayley coordinates ``x`` of f, and ``M_{k+1} = fᵀ M_k f``."""
         dyn, static = eqx.partition(system, eqx.is_inexact_array)
-        g = system.algebra
+        frame = rotation_frame(system.algebra)
 
         def residual(x, state, p):
-            y = self.observe(system, state)
+            y = frame.momentum_in(self.observe(system, state))
             lam = jnp.asarray(eqx.combine(p[0], static).hamiltonian.mass_tensor, y.dtype)
-            return _legendre_residual(x, (g, sm.unstack(lam), p[2] * y))
+            return _legendre_residual(x, (frame.algebra, sm.unstack(lam), p[2] * y))
 
         def update(x, state, p):
-            return self.carry_on(system, state, *_update(g, x, self.observe(system, state)))
+            return self.carry_on(system, state, *_update(frame, x, frame.momentum_in(self.observe(system, state))))
 
         return residual, update, (dyn, None, dt)
 
 
-def _update(algebra, x, y):
-    """``M_{k+1} = fᵀ M_k f`` with ``f = cay(x̂)``: ``(M_{k+1}, f)``."""
-    f = sm.cayley(sm.hat(sm.unstack(x), algebra.matrix_basis))
-    Mk = sm.hat(sm.unstack(y), algebra.matrix_basis)
-    return sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), algebra.vee_matrix)), sm.stack_matrix(f)
+def _update(frame, x, yi):
+    """``M_{k+1} = fᵀ M_k f`` with ``f = cay(x̂)``: ``(M_{k+1}, f)``, from and to the frame's
+    elementary coordinates ``yi`` (in) and the user's (out)."""
+    g = frame.algebra
+    f = sm.cayley(sm.hat(sm.unstack(x), g.matrix_basis))
+    Mk = sm.hat(sm.unstack(yi), g.matrix_basis)
+    return frame.momentum_out(sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), g.vee_matrix))), sm.stack_matrix(f)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .. import _small as sm
-from .._algebra import LieAlgebra
+from .._algebra import LieAlgebra, rotation_frame
 from .._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
 from ._base import AbstractGroupMap, StepInfo, finite_result
 
@@ -17,10 +17,12 @@ __all__ = ["SurisLagrangeTop", "SurisClebsch"]
 
 
 def _split(system: AbstractLiePoissonSystem, y: Float[Array, " d"]):
-    """``(so(n) algebra, hat(M) as lists, P as a list)`` for a state on e(n)*."""
-    g = system.algebra.rotation_structure[0]
+    """``(frame, y in its coordinates, hat(M) as lists, P as a list)`` for a state on e(n)*: the
+    maps are written in the elementary so(n) basis of :func:`rotation_frame`."""
+    frame = rotation_frame(system.algebra)
+    g, y = frame.algebra, frame.momentum_in(y)
     d = g.dim
-    return g, sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
+    return frame, y, sm.hat(sm.unstack(y[:d]), g.matrix_basis), sm.unstack(y[d:])
 
 
 @final
@@ -53,7 +55,8 @@ class SurisLagrangeTop(AbstractGroupMap):
         """The map's conserved modified energy: (6.6) in the rest frame, (6.21) in the moving one."""
         self.check_system(system)
         h = system.hamiltonian
-        g = system.algebra.rotation_structure[0]
+        frame = rotation_frame(system.algebra)
+        g, y = frame.algebra, frame.momentum_in(y)
         m, a = y[: g.dim], y[g.dim :]
         p = jnp.asarray(h.gravity, y.dtype)
         if h.frame == "rest":
@@ -72,7 +75,8 @@ class SurisLagrangeTop(AbstractGroupMap):
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
         h = system.hamiltonian
-        g, m, a = _split(system, y)
+        frame, y, m, a = _split(system, y)
+        g = frame.algebra
         if h.frame == "rest":  # m_{k+1} in coordinates (a ∧ p is skew to the bit), then its matrix
             m1c = sm.lin(1.0, sm.unstack(y[: g.dim]), dt, sm.vee(sm.wedge(a, sm.unstack(h.gravity)), g.vee_matrix, skew=True))
             m1 = sm.hat(m1c, g.matrix_basis)
@@ -85,7 +89,7 @@ class SurisLagrangeTop(AbstractGroupMap):
             WT = sm.transpose(W)
             a1 = sm.mv(WT, a)
             m1c = sm.vee(sm.lin(1.0, sm.mm(sm.mm(WT, m), W), dt, sm.wedge(A, a1)), g.vee_matrix)
-        y1 = sm.stack(m1c + a1)
+        y1 = frame.momentum_out(sm.stack(m1c + a1))
         return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)
 
 
@@ -125,9 +129,9 @@ class SurisClebsch(AbstractGroupMap):
         return system.algebra.rotation_structure[0]
 
     def group_step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
-        g, m, P = _split(system, y)
+        frame, _, m, P = _split(system, y)
         BP = [b * p for b, p in zip(sm.unstack(system.hamiltonian.B), P)]
         m1 = sm.lin(1.0, m, dt / (1 + 0.25 * dt**2 * sm.dot(P, BP)), sm.wedge(P, BP))
         W = sm.cayley(sm.lin(0.5 * dt, m1))
-        y1 = sm.stack(sm.vee(m1, g.vee_matrix, skew=True) + sm.mv(sm.transpose(W), P))
+        y1 = frame.momentum_out(sm.stack(sm.vee(m1, frame.algebra.vee_matrix, skew=True) + sm.mv(sm.transpose(W), P)))
         return y1, sm.stack_matrix(W), finite_result(y1), StepInfo.explicit(y.dtype)

@@ -10,13 +10,16 @@ final subclasses of the abstract Hamiltonian families below, and so can a user's
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Literal, Optional
+import collections
+from typing import Callable, ClassVar, Literal, Optional
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Scalar
 
-from .._algebra import LieAlgebra, group_split
+from .._algebra import LieAlgebra, RotationFrame, group_split, rotation_frame
 from ._base import AbstractLiePoissonSystem, AbstractSystem
 
 __all__ = [
@@ -144,6 +147,99 @@ def _dimension_mismatch(system, n: int, what: str) -> Optional[Exception]:
     return None if n == so_n else TypeError(f"{what} has dimension {n} but the algebra's rotations are so({so_n})")
 
 
+# ------------------------------------------------------------------ declared data against the Hamiltonian
+
+_VERDICTS: "collections.OrderedDict" = collections.OrderedDict()  # a system's key -> its defects
+_N_VERDICTS = 256
+_N_STATES = 4  # random states at which the gradients are compared
+
+
+@eqx.filter_jit
+def _gradients(system, expected: Callable, y: Float[Array, "s D"]):
+    """``(∂h/∂μ, expected)`` at the states ``y`` (in the :func:`rotation_frame`'s coordinates), both there."""
+    frame = rotation_frame(system.algebra)
+    # by the chain rule the gradient in v = T⁻ᵀμ is T ∂h/∂μ: the algebra element ∂h/∂μ in the frame's coordinates
+    got = jax.vmap(jax.grad(lambda v: jnp.asarray(system.hamiltonian(frame.momentum_out(v)), v.dtype)))(y)
+    return got, jax.vmap(lambda v: expected(system.hamiltonian, frame, v))(y)
+
+
+def _key(system):
+    leaves, treedef = jax.tree_util.tree_flatten(system)
+    parts = tuple((a.dtype.str, a.shape, a.tobytes()) if isinstance(a, (np.ndarray, jax.Array)) else repr(a)
+                  for a in (np.asarray(x) if isinstance(x, jax.Array) else x for x in leaves))
+    return treedef, parts
+
+
+def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, float]]:
+    """Relative defects ``(rotations, vectors, bound)`` of the Hamiltonian's gradient against the
+    one its declared family data give (``expected(h, frame, y)``, in the frame's coordinates),
+    the largest over random states, each block over the largest expected entry; ``None`` while
+    the system's arrays are traced (the check runs where they are concrete)."""
+    leaves = jax.tree_util.tree_leaves(system)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return None
+    try:
+        key = (_key(system), expected)
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _VERDICTS:
+        _VERDICTS.move_to_end(key)
+        return _VERDICTS[key]
+    dtypes = [jnp.result_type(float)] + [x.dtype for x in leaves if eqx.is_inexact_array(x)]
+    eps = max(float(jnp.finfo(t).eps) for t in dtypes)
+    y = np.random.default_rng(0).standard_normal((_N_STATES, system.algebra.dim))
+    with jax.ensure_compile_time_eval():  # concrete arrays, even where integrate is called inside a jit
+        got, want = (np.asarray(a, np.float64) for a in _gradients(system, expected, jnp.asarray(y, jnp.result_type(float))))
+    d = rotation_frame(system.algebra).algebra.dim
+    scale = max(float(np.max(np.abs(want))), np.finfo(np.float64).tiny)
+    err = np.abs(got - want) / scale
+    out = (float(np.max(err[:, :d])), float(np.max(err[:, d:], initial=0.0)), 10.0 * float(np.sqrt(eps)))
+    if key is not None:
+        _VERDICTS[key] = out
+        if len(_VERDICTS) > _N_VERDICTS:
+            _VERDICTS.popitem(last=False)
+    return out
+
+
+def _omega(J, frame: RotationFrame, m):
+    """``Ω`` with ``M = JΩ + ΩJ`` (seed 000, (4.6)): ``Ω_ij = M_ij / (J_i + J_j)``, in elementary coordinates."""
+    return m / frame.pair_sums(jnp.asarray(J, m.dtype))
+
+
+def _rigid_body_gradient(h, frame: RotationFrame, y):
+    return _omega(h.mass_tensor, frame, y)
+
+
+def _lagrange_top_gradient(h, frame: RotationFrame, y):
+    d, n = frame.algebra.dim, h.n
+    if h.frame == "rest":  # (5.15): H = ½<m, m> + <a, p>
+        return jnp.concatenate([y[:d], jnp.asarray(h.gravity, y.dtype)])
+    alpha = jnp.asarray(h.alpha, y.dtype)  # (5.1), (5.7): J = (α/2, …, α/2, 1 − α/2), A = e_n
+    J = jnp.concatenate([jnp.full(n - 1, 0.5, y.dtype) * alpha, (1 - 0.5 * alpha)[None]])
+    return jnp.concatenate([_omega(J, frame, y[:d]), jnp.zeros(n, y.dtype).at[-1].set(1.0)])
+
+
+def _clebsch_flow_gradient(h, frame: RotationFrame, y):
+    d = frame.algebra.dim  # (7.12): H = ½<M, M> − ½<P, BP>
+    return jnp.concatenate([y[:d], -jnp.asarray(h.B, y.dtype) * y[d:]])
+
+
+def _data_mismatch(system, expected: Callable, describe: Callable[[], tuple[str, str]]) -> Optional[Exception]:
+    """A ``ValueError`` naming the declared datum whose gradient block disagrees with the
+    Hamiltonian; ``describe()`` says what each block's defect means (rotations, vectors)."""
+    defects = _data_defects(system, expected)
+    if defects is None:
+        return None
+    if max(defects[:2]) <= defects[2]:
+        return None
+    for what, defect in zip(describe(), defects[:2]):
+        if defect > defects[2]:
+            return ValueError(f"{what} by {defect:.3g} relative to its largest entry, at random states (bound "
+                              f"{defects[2]:.2g}): its declared data and its Hamiltonian describe different systems")
+    return None
+
+
 class AnySystem(AbstractFamily):
     description: ClassVar[str] = "lpjax systems (LiePoissonSystem, CanonicalSystem, ...)"
 
@@ -192,9 +288,28 @@ class FreeRigidBodyFamily(AbstractFamily):
     )
 
     def mismatch(self, system) -> Optional[Exception]:
-        return _structure_mismatch(system, (0,), AbstractFreeRigidBody, -1) or _dimension_mismatch(
-            system, jnp.shape(system.hamiltonian.mass_tensor)[0], "the mass tensor"
+        err = _structure_mismatch(system, (0,), AbstractFreeRigidBody, -1)
+        if err is not None:
+            return err
+        J = system.hamiltonian.mass_tensor
+        return _dimension_mismatch(system, jnp.shape(J)[0], "the mass tensor") or _data_mismatch(
+            system, _rigid_body_gradient, lambda: (
+                f"its mass_tensor J = {np.asarray(J)} disagrees with its energy: ∂h/∂M differs from Ω "
+                "(M = JΩ + ΩJ, seed 000 (4.6))", ""),
         )
+
+
+def _moving_gravity(h) -> Optional[Exception]:
+    """The moving-frame maps use ``A = e_n`` (seed 000, (5.1)); a declared gravity must be it."""
+    with jax.ensure_compile_time_eval():
+        g = h.gravity
+    if h.frame != "moving" or isinstance(g, jax.core.Tracer):
+        return None
+    e_n = np.zeros(h.n)
+    e_n[-1] = 1.0
+    if np.array_equal(np.asarray(g), e_n):
+        return None
+    return ValueError(f"in the moving frame gravity is A = e_n (seed 000, (5.1)), the map's own; its gravity is {np.asarray(g)}")
 
 
 class LagrangeTopFamily(AbstractFamily):
@@ -206,7 +321,15 @@ class LagrangeTopFamily(AbstractFamily):
     def mismatch(self, system) -> Optional[Exception]:
         h = getattr(system, "hamiltonian", None)
         sign = (1 if h.frame == "rest" else -1) if isinstance(h, AbstractLagrangeTop) else None
-        return _structure_mismatch(system, (1,), AbstractLagrangeTop, sign) or _dimension_mismatch(system, h.n, "the top")
+        return _structure_mismatch(system, (1,), AbstractLagrangeTop, sign) or _dimension_mismatch(
+            system, h.n, "the top"
+        ) or _moving_gravity(h) or _data_mismatch(
+            system, _lagrange_top_gradient, lambda: (
+                f"its frame {h.frame!r} and alpha = {np.asarray(h.alpha)} disagree with its Hamiltonian: ∂H/∂M differs "
+                + ("from m (the rest frame, seed 000 (5.15))" if h.frame == "rest" else "from Ω of (5.7) (the moving frame)"),
+                f"its gravity {np.asarray(h.gravity)} disagrees with its Hamiltonian: ∂H/∂"
+                + ("a differs from p (5.15)" if h.frame == "rest" else "P differs from A = e_n (5.1)")),
+        )
 
 
 class ClebschFlowFamily(AbstractFamily):
@@ -218,4 +341,9 @@ class ClebschFlowFamily(AbstractFamily):
     def mismatch(self, system) -> Optional[Exception]:
         return _structure_mismatch(system, (1,), AbstractClebschFlow, -1) or _dimension_mismatch(
             system, jnp.shape(system.hamiltonian.B)[0], "B"
+        ) or _data_mismatch(
+            system, _clebsch_flow_gradient, lambda: (
+                "its Hamiltonian's M-part is not ½<M, M>: ∂H/∂M differs from M (seed 000 (7.12))",
+                f"its B = {np.asarray(system.hamiltonian.B)} disagrees with its Hamiltonian: ∂H/∂P differs from −BP "
+                "(seed 000 (7.12))"),
         )

@@ -14,7 +14,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .._algebra import euclidean
 from .._system import AbstractClebschFlow, LiePoissonSystem
 from .._checks import finite_array
-from .._lax import _state
+from .._lax import _state, momentum_matrix
 from ._heavy_top import _EuclideanCasimirs
 
 __all__ = ["clebsch_case", "clebsch_condition", "clebsch_lax", "ClebschHamiltonian", "ClebschFlowHamiltonian"]
@@ -155,6 +155,5 @@ def clebsch_lax(system: LiePoissonSystem, y: Float[Array, " d"], lam: ArrayLike)
         if not isinstance(C, jax.core.Tracer):
             _checked_c(C, b)
         a = jnp.concatenate([jnp.zeros(1, y.dtype), -(b[0] - b[1:]) / C[0, 1:]])
-    g = system.algebra.rotation_structure[0]
-    M, P = g.hat(y[: g.dim]), y[g.dim :]
+    M, P = momentum_matrix(system, y)
     return lam * jnp.diag(a) + M + jnp.outer(P, P) / lam
