@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
+import sys
 import types
 import warnings
 from typing import Iterator, Optional
@@ -34,6 +36,7 @@ __all__ = [
     "bracket_sign",
     "run_dtype",
     "cast_floats",
+    "external_stacklevel",
 ]
 
 
@@ -201,3 +204,15 @@ def eval_shape_cached(fn, *args):
             _SHAPES.clear()
         out = _SHAPES[key] = eqx.filter_eval_shape(fn, *args)
     return out
+
+
+_INTERNAL = tuple(os.path.dirname(m.__file__) + os.sep for m in (eqx, jax)) + (os.path.dirname(__file__) + os.sep,)
+
+
+def external_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
+    first frame of the call stack outside lpjax, JAX and Equinox: the user's own line."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame, level = frame.f_back, level + 1
+    return level

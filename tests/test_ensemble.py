@@ -272,6 +272,7 @@ def test_what_cannot_be_fused_falls_back_to_the_scan_once():
     with pytest.warns(UserWarning, match=r"cannot run entry by entry \(primitive 'eigh'\); using kernel='scan'"):
         got = lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused", observe=_spectrum)
     assert _same(got.final_state, ref.final_state) and _same(got.observables["observed"], ref.observables["observed"])
+    assert got.settings["kernel"] == "scan"  # the kernel that ran
     import warnings
 
     with warnings.catch_warnings():

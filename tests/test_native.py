@@ -198,6 +198,30 @@ def test_what_cannot_be_compiled_falls_back_to_the_scan_once():
         lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="native", observe=_spectrum)  # said once
 
 
+class _Kirchhoff(eqx.Module):
+    """``h = ½ μᵀ K⁻¹ μ`` on se(3)* through ``jnp.linalg.solve`` (primitive 'lu', which the native
+    kernel does not compile)."""
+
+    K: jax.Array
+
+    def __call__(self, mu):
+        return 0.5 * jnp.dot(mu, jnp.linalg.solve(self.K, mu))
+
+
+def test_a_fallback_is_recorded_as_the_kernel_that_ran_and_warned_at_the_callers_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(lpjax._ensemble._kernel, "_warned", set())  # said once per process: not said before here
+    A = RNG.normal(size=(6, 6))
+    system = lpjax.LiePoissonSystem(lpjax.algebras.se3(), _Kirchhoff(jnp.asarray(A @ A.T + 6 * np.eye(6))), -1)
+    y0s = RNG.normal(size=(8, 6))
+    with pytest.warns(UserWarning, match=r"cannot run natively \(kernel='native'\) \(primitive 'lu'\)") as caught:
+        got = lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.05, 6, kernel="native", out=str(tmp_path / "k"))
+    assert [w.filename for w in caught] == [__file__]
+    assert got.settings["kernel"] == "scan"
+    assert lpjax.open_ensemble(str(tmp_path / "k")).settings["kernel"] == "scan"
+    ref = lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.05, 6, kernel="scan")
+    assert np.array_equal(got.final_state[:], ref.final_state)
+
+
 @pytest.mark.skipif(not _native._target()[1].triple.startswith("x86_64"), reason="the flush is x86's control register")
 def test_denormals_flush_to_zero_as_in_xla():
     """XLA:CPU flushes denormal inputs and results to zero; so does the native kernel (a state

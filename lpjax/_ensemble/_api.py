@@ -14,6 +14,7 @@ split over them with ``shard_map``.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import sys
 from typing import Callable, Optional, Union
 
@@ -199,6 +200,10 @@ def ensemble(
     observe_name, observe_f = observe_fn(observe)
     fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
                         plan.platform, plan.dtype, plan.batched)
+    fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),  # the kernel that runs
+                     jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
+                                  eqx.filter(inp.system, eqx.is_array)) if plan.batched else None)
+    plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
     results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata)
     _run_chunks(plan, fn, inp, results, progress)
     return results.solution(throw)

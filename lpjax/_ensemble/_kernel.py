@@ -28,8 +28,9 @@ from jaxtyping import Array, PyTree
 
 from ._fused import run_fused
 from ._native import available as native_available
-from ._native import run_native, run_native_host
+from ._native import native_program, run_native, run_native_host
 from .._integrate import _Carry
+from .._checks import external_stacklevel
 from .._integrator import RESULTS, AbstractIntegrator
 from ._soa import Unfusable, members_last
 
@@ -43,9 +44,10 @@ _warned: set = set()
 
 
 def warn_once(message: str) -> None:
+    """A ``UserWarning``, once per message, at the first line of the call stack outside lpjax."""
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, stacklevel=3)
+        warnings.warn(message, stacklevel=external_stacklevel())
 
 
 def platform_of(platform: Optional[str], devices=None) -> str:
@@ -247,6 +249,26 @@ class EnsembleFunction(eqx.Module):
         except Unfusable as e:
             self._fell_back(e)
             return self._run(dyn, y0s, "scan")
+
+    def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
+        """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member
+        program (a primitive it does not know, a program too long) for chunks like ``y0s`` (and
+        the arrays of the batched system, ``system_arrays``; either may be ``ShapeDtypeStruct``):
+        what :func:`lpjax.ensemble` runs and records, decided before any work, with the warning
+        (once) at the caller's line."""
+        if self.kernel == "scan":
+            return self
+        dyn = system_arrays if self.batched else self.system_arrays
+        try:
+            if self.kernel == "native":
+                native_program(self.member, dyn, y0s.shape[1], y0s.dtype, self.member.n_steps // self.member.save_every,
+                               self.batched)
+            else:
+                jax.eval_shape(lambda d, y: self._run(d, y, self.kernel), dyn, y0s)
+        except Unfusable as e:
+            self._fell_back(e)
+            return EnsembleFunction(self.member, self.system_arrays, self.batched, "scan", self.platform, self.system_type)
+        return self
 
     def _fell_back(self, e: Unfusable) -> None:
         how = "natively (kernel='native')" if self.kernel == "native" else "entry by entry"

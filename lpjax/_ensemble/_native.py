@@ -284,6 +284,13 @@ def run_native(member, dyn, y0s, n_save: int, batched: bool):
     return prog.unpack(outs)
 
 
+def native_program(member, dyn, d: int, dtype, n_save: int, batched: bool) -> None:
+    """Build (and cache) the native program of ``member`` for system arrays ``dyn`` (arrays or
+    ``ShapeDtypeStruct``) and states of size ``d``; :class:`Unfusable` where it cannot."""
+    _, dyn_leaves, dyn_tree = _leaves(member, dyn)
+    _program(member, dyn_leaves, dyn_tree, d, dtype, n_save, batched)
+
+
 def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool, out=None):
     """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays,
     written into the arrays of ``out`` (a pytree of that layout) where they fit (no copy)."""
