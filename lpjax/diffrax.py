@@ -98,6 +98,10 @@ class _TermSystem(AbstractSystem):
     def casimirs(self, x):
         return jnp.zeros((0,), x.dtype)
 
+    @property
+    def casimir_names(self) -> tuple[str, ...]:
+        return ()
+
     def check_state(self, x) -> None:
         pass
 

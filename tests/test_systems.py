@@ -112,3 +112,46 @@ def test_traced_bad_parameters_raise_at_runtime():
 def test_canonical_system_has_no_casimirs():
     s = lpjax.CanonicalSystem(lambda y: 0.5 * jnp.sum(y**2))
     assert s.casimirs(jnp.ones(4)).shape == (0,)
+    assert s.casimir_names == ()
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_every_casimir_has_a_name(name):
+    s = SYSTEMS[name]()
+    assert len(s.casimir_names) == s.casimirs(jnp.ones(s.dim)).shape[0] and all(s.casimir_names)
+
+
+def test_so4_casimirs_are_tr_m2_and_the_pfaffian():
+    """rigid_body_n on so(4): ``tr M²`` and ``Pf M = M12 M34 − M13 M24 + M14 M23``. ``tr M⁴ =
+    (tr M²)²/2 − 4 (Pf M)²`` is a function of the two and cannot tell the sign of Pf M, which
+    changes under the reflection diag(−1, 1, 1, 1) (the other component of the orbit)."""
+    s = rigid_body_n(jnp.array([0.5, 1.0, 1.5, 2.0]))
+    assert s.casimir_names == ("tr M²", "Pf M")
+    y = jnp.asarray(rng.standard_normal(6))  # (M12, M13, M14, M23, M24, M34)
+    M = np.asarray(algebras.so(4).hat(y))
+    pf = float(y[0] * y[5] - y[1] * y[4] + y[2] * y[3])
+    np.testing.assert_allclose(s.casimirs(y), [np.trace(M @ M), pf], rtol=1e-14)
+    assert np.trace(M @ M @ M @ M) == pytest.approx(np.trace(M @ M) ** 2 / 2 - 4 * pf**2, rel=1e-12)
+    reflected = y * jnp.array([-1.0, -1, -1, 1, 1, 1])  # R M R with R = diag(−1, 1, 1, 1)
+    np.testing.assert_allclose(s.casimirs(reflected), [np.trace(M @ M), -pf], rtol=1e-14)
+    six = rigid_body_n(jnp.arange(1.0, 7.0))
+    assert six.casimir_names == ("tr M²", "tr M⁴", "Pf M")
+    z = jnp.asarray(rng.standard_normal(15))
+    assert float(six.casimirs(z)[2]) ** 2 == pytest.approx(np.linalg.det(np.asarray(algebras.so(6).hat(z))), rel=1e-10)
+
+
+def test_a_users_system_gets_its_algebras_casimirs_by_what_they_are():
+    s = lpjax.LiePoissonSystem(algebras.so(4), lambda m: 0.5 * m @ m, -1)
+    assert s.casimir_names == (
+        "quadratic 1: ½ μᵀS1μ = 0.2041 μ1² + 0.2041 μ2² + 0.2041 μ3² + 0.2041 μ4² + 0.2041 μ5² + 0.2041 μ6²",
+        "quadratic 2: ½ μᵀS2μ = 0.4082 μ1μ6 − 0.4082 μ2μ5 + 0.4082 μ3μ4",
+    )
+    y = jnp.asarray(rng.standard_normal(6))
+    c = 1 / np.sqrt(6)  # S1 = I/√6 and S2 the Pfaffian's form over its Frobenius norm √6: as named
+    np.testing.assert_allclose(s.casimirs(y), [0.5 * c * y @ y, c * (y[0] * y[5] - y[1] * y[4] + y[2] * y[3])], rtol=1e-14)
+    named = lpjax.LiePoissonSystem(algebras.so3(), lambda m: m @ m, -1, casimirs=lambda m: m @ m, casimir_names=["|M|²"])
+    assert named.casimir_names == ("|M|²",)
+    assert lpjax.LiePoissonSystem(algebras.so3(), lambda m: m @ m, -1, casimirs=lambda m: m).casimir_names == (
+        "casimir 1", "casimir 2", "casimir 3")
+    with pytest.raises(ValueError, match="casimir_names has 2 names for 1 Casimirs"):
+        lpjax.LiePoissonSystem(algebras.so3(), lambda m: m @ m, -1, casimirs=lambda m: m @ m, casimir_names=["a", "b"])

@@ -93,6 +93,29 @@ def _skew_basis_size(frozen: _Frozen) -> Optional[int]:
     return n if skew and d == n * (n - 1) // 2 else None
 
 
+def _row_echelon(V: np.ndarray) -> np.ndarray:
+    """The reduced row echelon form of the rows ``V`` (a basis of a subspace): the same span,
+    in a basis fixed by the span alone, not by the SVD that found it (sparse and readable:
+    for so(4), ``|μ|²`` and the Pfaffian's quadratic form apart)."""
+    V = np.array(V, dtype=np.float64)
+    tol = 1e-10 * max(1.0, float(np.max(np.abs(V), initial=0.0)))
+    row = 0
+    for col in range(V.shape[1]):
+        if row == V.shape[0]:
+            break
+        p = row + int(np.argmax(np.abs(V[row:, col])))
+        if abs(V[p, col]) <= tol:
+            continue
+        V[[row, p]] = V[[p, row]]
+        V[row] /= V[row, col]
+        for r in range(V.shape[0]):
+            if r != row:
+                V[r] -= V[r, col] * V[row]
+        row += 1
+    V[np.abs(V) <= tol] = 0.0
+    return V
+
+
 @functools.lru_cache(maxsize=64)
 def _quadratic_casimirs(frozen: _Frozen) -> np.ndarray:
     c = frozen.array
@@ -110,7 +133,7 @@ def _quadratic_casimirs(frozen: _Frozen) -> np.ndarray:
     tol = 1e-10 * max(1.0, sv[0] if sv.size else 1.0)
     rank = int(np.sum(sv > tol))
     out = []
-    for v in vt[rank:]:
+    for v in _row_echelon(vt[rank:]):
         S = np.zeros((n, n))
         S[iu] = v
         S = S + S.T - np.diag(np.diag(S))
@@ -268,9 +291,22 @@ class LieAlgebra(eqx.Module):
 
         ``C`` is a Casimir of either Lie–Poisson bracket iff ``c_ij^k mu_k (S mu)_j = 0`` for
         all ``mu``, i.e. ``c_ij^k S_jl + c_ij^l S_jk = 0``: a linear null space, computed once
-        by SVD and cached. The basis is orthonormal in the Frobenius inner product.
+        by SVD and cached. The basis is the null space's reduced row echelon form (fixed by the
+        algebra alone, and sparse), each ``S`` of unit Frobenius norm.
         """
         return _quadratic_casimirs(self._c_frozen).copy()
+
+    def quadratic_casimir_names(self) -> tuple[str, ...]:
+        """One name per :meth:`quadratic_casimirs`, saying what each is:
+        ``"quadratic 1: ½ μᵀS₁μ = 0.2887 μ1² + …"``, the polynomial to four digits."""
+        names = []
+        for r, S in enumerate(self.quadratic_casimirs()):
+            terms = [(0.5 * S[i, i] if i == j else S[i, j], f"μ{i + 1}²" if i == j else f"μ{i + 1}μ{j + 1}")
+                     for i in range(self.dim) for j in range(i, self.dim)]
+            poly = " ".join(f"{'−' if c < 0 else '+'} {abs(c):.4g} {m}" for c, m in terms if abs(c) > 1e-12)
+            poly = poly[2:] if poly.startswith("+ ") else "−" + poly[2:]
+            names.append(f"quadratic {r + 1}: ½ μᵀS{r + 1}μ = {poly}")
+        return tuple(names)
 
     def poisson_tensor(self, mu: Float[Array, "... n"], sign: int = 1) -> Float[Array, "... n n"]:
         """(±) Lie–Poisson tensor ``Π_ij = ± c_ij^k mu_k`` (seed 002, eqs (1) and (9))."""

@@ -3,6 +3,7 @@ from ._base import (
     AbstractSystem as AbstractSystem,
     CanonicalSystem as CanonicalSystem,
     LiePoissonSystem as LiePoissonSystem,
+    NamedCasimirs as NamedCasimirs,
 )
 from ._families import (
     AbstractClebschFlow as AbstractClebschFlow,

@@ -16,7 +16,7 @@ from .. import _small as sm
 from .._algebra import LieAlgebra
 from .._checks import bracket_sign, float_vector, is_traced
 
-__all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem"]
+__all__ = ["AbstractSystem", "AbstractLiePoissonSystem", "LiePoissonSystem", "CanonicalSystem", "NamedCasimirs"]
 
 _ENTRYWISE_TERMS = 2048  # above this many nonzero structure constants, one einsum
 
@@ -55,6 +55,23 @@ class AbstractSystem(eqx.Module):
     @abc.abstractmethod
     def casimirs(self, y: Float[Array, " n"]) -> Float[Array, " r"]:
         """Known Casimir functions, as a vector (empty when none are known)."""
+
+    @property
+    @abc.abstractmethod
+    def casimir_names(self) -> tuple[str, ...]:
+        """One name per Casimir, in the order :meth:`casimirs` returns them."""
+
+
+@final
+class NamedCasimirs(eqx.Module):
+    """Casimir functions ``fn(mu) -> (r,)`` with their names (what
+    ``LiePoissonSystem(..., casimir_names=...)`` makes)."""
+
+    fn: Callable[[Array], Array]
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __call__(self, mu: Array) -> Array:
+        return self.fn(mu)
 
 
 class AbstractLiePoissonSystem(AbstractSystem):
@@ -100,6 +117,25 @@ class AbstractLiePoissonSystem(AbstractSystem):
         S = jnp.asarray(self.algebra.quadratic_casimirs(), dtype=mu.dtype)
         return 0.5 * jnp.einsum("i,rij,j->r", mu, S, mu)
 
+    @property
+    def casimir_names(self) -> tuple[str, ...]:
+        """Names of :meth:`casimirs`: the Casimir function's own (``names``: the zoo's, or
+        ``casimir_names=`` given to :class:`LiePoissonSystem`), else ``"casimir 1"``, … for an
+        unnamed function, else those of the algebra's quadratic Casimirs
+        (:meth:`lpjax.algebras.LieAlgebra.quadratic_casimir_names`)."""
+        if self.casimir_fn is None:
+            return self.algebra.quadratic_casimir_names()
+        names = getattr(self.casimir_fn, "names", None)
+        if names is not None:
+            return tuple(names)
+        return tuple(f"casimir {i + 1}" for i in range(_count(self.casimir_fn, self.dim)))
+
+
+def _count(fn: Callable[[Array], Array], dim: int) -> int:
+    """How many Casimirs ``fn`` returns for a state of length ``dim`` (traced abstractly)."""
+    out = jax.eval_shape(lambda mu: jnp.atleast_1d(jnp.asarray(fn(mu))), jax.ShapeDtypeStruct((dim,), jnp.result_type(float)))
+    return int(out.shape[0])
+
 
 @final
 class LiePoissonSystem(AbstractLiePoissonSystem):
@@ -116,6 +152,7 @@ class LiePoissonSystem(AbstractLiePoissonSystem):
             rigid body ``Ṁ = M × Ω`` is ``so3()`` with ``sign=-1``.
         casimirs: optional ``mu -> array`` of Casimir functions. By default the quadratic
             Casimirs of ``algebra`` (:meth:`LieAlgebra.quadratic_casimirs`) are used.
+        casimir_names: optional names of ``casimirs``, one each (:attr:`casimir_names`).
         name: label used in messages and plots.
 
     A Hamiltonian defined on part of 𝔤* only may have a ``check_state(mu)`` method that raises
@@ -129,11 +166,20 @@ class LiePoissonSystem(AbstractLiePoissonSystem):
     casimir_fn: Optional[Callable[[Array], Array]] = None
     name: str = eqx.field(static=True, default="LiePoissonSystem")
 
-    def __init__(self, algebra, hamiltonian, sign, casimirs=None, name="LiePoissonSystem"):
+    def __init__(self, algebra, hamiltonian, sign, casimirs=None, name="LiePoissonSystem", casimir_names=None):
         if not isinstance(algebra, LieAlgebra):
             raise TypeError(f"algebra must be a LieAlgebra, got {type(algebra).__name__}")
         if not callable(hamiltonian):
             raise TypeError("hamiltonian must be callable: mu -> scalar")
+        if casimir_names is not None:
+            if casimirs is None:
+                raise ValueError("casimir_names names the functions given as casimirs=; the algebra's own are "
+                                 "named by algebra.quadratic_casimir_names()")
+            casimir_names = tuple(str(c) for c in casimir_names)
+            r = _count(casimirs, algebra.dim)
+            if len(casimir_names) != r:
+                raise ValueError(f"casimir_names has {len(casimir_names)} names for {r} Casimirs")
+            casimirs = NamedCasimirs(casimirs, casimir_names)
         self.algebra = algebra
         self.hamiltonian = hamiltonian
         self.sign = bracket_sign(sign)
@@ -173,6 +219,10 @@ class CanonicalSystem(AbstractSystem):
     def casimirs(self, y: Float[Array, " 2n"]) -> Float[Array, " 0"]:
         """The canonical bracket has no Casimirs: an empty vector."""
         return jnp.zeros((0,), dtype=jnp.asarray(y).dtype)
+
+    @property
+    def casimir_names(self) -> tuple[str, ...]:
+        return ()
 
     @compiled_method
     def vector_field(self, y: Float[Array, " 2n"]) -> Float[Array, " 2n"]:

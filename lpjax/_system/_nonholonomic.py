@@ -230,6 +230,11 @@ class NonholonomicSystem(AbstractSystem):
         xis = self.xis(x)
         return jnp.concatenate([(gammas @ gammas.T)[np.triu_indices(self.r)], (xis @ xis.T)[np.triu_indices(self.m)]])
 
+    @property
+    def casimir_names(self) -> tuple[str, ...]:
+        """``γi·γj`` (i ≤ j), then ``ξi·ξj``: the entries :meth:`casimirs` returns."""
+        return tuple(f"{s}{i + 1}·{s}{j + 1}" for s, k in (("γ", self.r), ("ξ", self.m)) for i, j in zip(*np.triu_indices(k)))
+
     @compiled_method
     def integrals(self, x: Float[Array, " m"]) -> dict:
         """This system's first integrals (``integral_names``), by name."""

@@ -49,6 +49,10 @@ class AbstractCoupledLRSystem(AbstractSystem):
         """None are known: the flow is not Hamiltonian."""
         return jnp.zeros((0,), x.dtype)
 
+    @property
+    def casimir_names(self) -> tuple[str, ...]:
+        return ()
+
     def check_state(self, x: Array) -> None:
         float_vector(x, self.size, type(self).__name__)
 

@@ -47,7 +47,8 @@ def heavy_top(inertia: ArrayLike, chi: ArrayLike, mgl: ArrayLike) -> LiePoissonS
     chi = finite_array(chi, (3,), "chi")
     mgl = finite_array(mgl, (), "mgl")
     h = HeavyTopHamiltonian(RigidBodyHamiltonian(inertia), chi, mgl)
-    return LiePoissonSystem(se3(), h, -1, casimirs=_heavy_top_casimirs, name="heavy_top")
+    return LiePoissonSystem(se3(), h, -1, casimirs=_heavy_top_casimirs, name="heavy_top",
+                            casimir_names=("|Γ|²", "M·Γ"))
 
 
 class HeavyTopNHamiltonian(eqx.Module):
@@ -68,6 +69,12 @@ class _EuclideanCasimirs(eqx.Module):
     ``euclidean(3).quadratic_casimirs()``)."""
 
     n: int = eqx.field(static=True)
+    symbols: tuple[str, str] = eqx.field(static=True, default=("M", "P"))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        M, P = self.symbols
+        return (f"|{P}|²",) + ((f"{M}·{P}",) if self.n == 3 else ())
 
     def __call__(self, y: Array) -> Array:
         d = self.n * (self.n - 1) // 2

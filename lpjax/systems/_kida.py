@@ -48,7 +48,7 @@ def kida_vortex(eps: ArrayLike, omega: ArrayLike) -> LiePoissonSystem:
     The Hamiltonian needs ``mu_3 < π/8``.
     """
     h = KidaHamiltonian(finite_array(eps, (), "eps"), finite_array(omega, (), "omega"))
-    return LiePoissonSystem(so21(), h, 1, casimirs=_f1, name="kida_vortex")
+    return LiePoissonSystem(so21(), h, 1, casimirs=_f1, name="kida_vortex", casimir_names=("f₁ = μ₁² + μ₂² − μ₃²",))
 
 
 def kida_mu_from_lambda_phi(lam: ArrayLike, phi: ArrayLike) -> Float[Array, "... 3"]:

@@ -108,4 +108,5 @@ def lagrange_top(
         sign = -1
     else:
         raise ValueError(f"frame must be 'rest' or 'moving', got {frame!r}")
-    return LiePoissonSystem(euclidean(n), h, sign, casimirs=_EuclideanCasimirs(n), name=f"lagrange_top_{frame}")
+    return LiePoissonSystem(euclidean(n), h, sign, casimirs=_EuclideanCasimirs(n, ("m", "a") if frame == "rest" else ("M", "P")),
+                            name=f"lagrange_top_{frame}")

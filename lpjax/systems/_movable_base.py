@@ -156,7 +156,8 @@ def movable_base_top(
         inertia=jnp.stack([I1, I1, I3]), M=M, m=m, l=l, g=g, rho=rho,
         chi=jnp.array([0.0, 0.0, 1.0], dtype=jnp.result_type(m)),
     )
-    return LiePoissonSystem(se3_x_r3(), h, -1, casimirs=_casimirs, name="movable_base_top")
+    return LiePoissonSystem(se3_x_r3(), h, -1, casimirs=_casimirs, name="movable_base_top",
+                            casimir_names=("|P|²", "P·Γ", "|Γ|²"))
 
 
 @final

@@ -87,6 +87,10 @@ class _NeumannCasimirs(eqx.Module):
 
     n: int = eqx.field(static=True)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("|P|²", "|P ∧ M|²") if self.n >= 3 else ("|P|²",)
+
     def __call__(self, y: Array) -> Array:
         M, P = _split(y, self.n, jnp)
         d = self.n * (self.n - 1) // 2

@@ -43,7 +43,7 @@ def rigid_body(inertia: ArrayLike) -> LiePoissonSystem:
     """
     inertia = positive_vector(inertia, 3, "inertia")
     return LiePoissonSystem(
-        so3(), RigidBodyHamiltonian(inertia), -1, casimirs=_norm_squared, name="rigid_body"
+        so3(), RigidBodyHamiltonian(inertia), -1, casimirs=_norm_squared, name="rigid_body", casimir_names=("|M|²",)
     )
 
 
@@ -76,10 +76,18 @@ class RigidBodyNHamiltonian(AbstractFreeRigidBody):
 
 
 class _TraceCasimirs(eqx.Module):
-    """``tr(M^{2k}) / 2``-type invariants ``-½ tr(M^{2k})·(−1)^k`` for k = 1 … ⌊n/2⌋."""
+    """The Casimirs of so(n)*: ``tr M^{2k}`` for k = 1 … ⌊n/2⌋, the last replaced by the Pfaffian
+    ``Pf M`` for even n (``Pf M² = det M = ±tr``-polynomial; its sign tells the two components of
+    a generic orbit apart, which ``tr M^n`` cannot)."""
 
     algebra: object
     n: int = eqx.field(static=True)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+        names = [f"tr M{str(2 * k).translate(sup)}" for k in range(1, self.n // 2 + 1)]
+        return tuple(names[:-1] + ["Pf M"] if self.n % 2 == 0 else names)
 
     def __call__(self, mu: Array) -> Array:
         X = self.algebra.hat(mu)
@@ -88,7 +96,20 @@ class _TraceCasimirs(eqx.Module):
             P2 = P @ X
             out.append(jnp.trace(P2))
             P = P2 @ X
+        if self.n % 2 == 0:
+            out[-1] = _pfaffian(X, tuple(range(self.n)), {})
         return jnp.stack(out)
+
+
+def _pfaffian(X: Array, idx: tuple, memo: dict) -> Array:
+    """``Pf`` of the skew matrix ``X`` restricted to the rows and columns ``idx`` (even length), by
+    expansion along the first row, ``Pf X = Σ_j (−1)^{j−1} x_1j Pf X_{1̂ĵ}``, with each minor once."""
+    if not idx:
+        return jnp.ones((), X.dtype)
+    if idx not in memo:
+        i, rest = idx[0], idx[1:]
+        memo[idx] = sum((-1) ** k * X[i, j] * _pfaffian(X, rest[:k] + rest[k + 1 :], memo) for k, j in enumerate(rest))
+    return memo[idx]
 
 
 def rigid_body_n(J: ArrayLike) -> LiePoissonSystem:
@@ -97,7 +118,8 @@ def rigid_body_n(J: ArrayLike) -> LiePoissonSystem:
     Seed 000, eqs (4.4)–(4.7) with ``A = 0``. ``J = (J_1, …, J_n)`` are the (positive)
     diagonal entries of the mass tensor; coordinates are the upper-triangle entries of
     ``M`` (:func:`lpjax.algebras.so`). For n = 3 this is the Euler top with principal
-    moments ``I_1 = J_2 + J_3`` etc. Casimirs returned: ``tr(M^{2k})``, k = 1 … ⌊n/2⌋.
+    moments ``I_1 = J_2 + J_3`` etc. Casimirs returned: ``tr(M^{2k})``, k = 1 … ⌊n/2⌋, the last
+    replaced by ``Pf M`` for even n (``casimir_names``: ``("tr M²", "Pf M")`` for n = 4).
     """
     J = positive_vector(J, None, "J")
     n = J.shape[0]
