@@ -1,4 +1,15 @@
-"""Reduced discrete Lagrangians for :class:`lpjax.DiscreteEulerPoincare`."""
+"""Reduced discrete Lagrangians for :class:`lpjax.DiscreteEulerPoincare`.
+
+Which fits which system (the documentation's Concepts page has the full table):
+
+* :func:`moser_veselov`: a free rigid body (:class:`lpjax.AbstractFreeRigidBody`);
+* :func:`suris_lagrange_top`, :func:`suris_clebsch`: the Lagrange top, the Clebsch flow ``c_jk = 1``;
+* :func:`heavy_top`: ``heavy_top``, ``heavy_top_n``;
+* :func:`kirchhoff`: ``clebsch_case`` (a diagonal inertia; any ``C`` for n = 3), not a general
+  coupled mass matrix;
+* :func:`midpoint`: any Hamiltonian quadratic in the group's momentum, a general coupled
+  Kirchhoff body included; :func:`movable_base_top` is it for the movable-base top.
+"""
 
 from ._lagrangians import (
     SplitLagrangian as SplitLagrangian,

@@ -249,7 +249,9 @@ class LieAlgebra(eqx.Module):
         ``(ξ, u_1, …, u_k)``; ``(self, 0)`` for so(n) itself; otherwise ``None``.
 
         This is the structural fact that SO(n)-based methods (Moser–Veselov, Suris, DEP)
-        dispatch on: so(3), so(n), se(3), e(n) and se(3) × R³ have it, so(2,1) does not.
+        dispatch on: so(3), so(n), se(3), e(n) and se(3) × R³ have it, so(2,1) does not. Any
+        skew basis of so(n) counts; :func:`lpjax._algebra.rotation_frame` says how the closed
+        SO(n) formulas reach it.
         """
         if self.so_n is not None:
             return (self, 0)

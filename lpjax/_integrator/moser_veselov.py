@@ -44,7 +44,10 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
     (``X_jk ← X_jk − R_jk / (2(Λ_j + Λ_k))``); see :class:`GaussLegendre` for ``tol``.
 
     Steps any system of :class:`FreeRigidBodyFamily` (so(n)* in a skew matrix basis, (−)
-    bracket, an :class:`lpjax.AbstractFreeRigidBody` Hamiltonian). Preserves the spectrum of
+    bracket, an :class:`lpjax.AbstractFreeRigidBody` Hamiltonian whose ``mass_tensor`` agrees
+    with its energy, which the family checks). The formulas hold in a basis of elementary skew
+    matrices; any other skew basis (scaled, rotated) is stepped through the standard one, the
+    momenta changed at the step's boundary (:class:`lpjax._algebra.RotationFrame`). Preserves the spectrum of
     M (Casimirs |M|², tr(M^{2k})) to roundoff; it is a Poisson map for the Lie–Poisson
     bracket, so energy errors stay bounded.
     """

@@ -39,7 +39,9 @@ class SurisLagrangeTop(AbstractGroupMap):
 
     ε is the time step dt. Both maps are Poisson for the Lie–Poisson bracket of e(n) and
     keep ``|a|²`` (``|P|²``) and the integrals above to roundoff. Steps any system of
-    :class:`LagrangeTopFamily` (an :class:`lpjax.AbstractLagrangeTop` Hamiltonian on e(n)*).
+    :class:`LagrangeTopFamily` (an :class:`lpjax.AbstractLagrangeTop` Hamiltonian on e(n)*,
+    whose frame, α and gravity agree with its energy; so(n) in any skew basis, as for
+    :class:`MoserVeselov`).
 
     ``reconstruct=True`` carries the attitude: ``g_{k+1} = g_k W_k`` (moving frame) or
     ``g_{k+1} = w_k g_k`` (rest frame) with ``w_k`` from inverting (6.11) like (6.20), with
@@ -112,7 +114,8 @@ class SurisClebsch(AbstractGroupMap):
     (7.17): ``M_{k+1} = M_k + ε P_k ∧ (BP_k) / (1 + (ε²/4)<P_k, BP_k>)``,
     ``P_{k+1} = (I + ε M_{k+1}/2)⁻¹ (I − ε M_{k+1}/2) P_k``, with ε = dt; Poisson for the bracket
     (4.8)–(4.9), keeps ``|P|²`` to roundoff. Steps any system of :class:`ClebschFlowFamily`
-    (an :class:`lpjax.AbstractClebschFlow` Hamiltonian on e(n)*).
+    (an :class:`lpjax.AbstractClebschFlow` Hamiltonian on e(n)* whose B agrees with its energy;
+    so(n) in any skew basis, as for :class:`MoserVeselov`).
     """
 
     order: ClassVar[int] = 1
