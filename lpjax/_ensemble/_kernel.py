@@ -41,6 +41,12 @@ _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "
 CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
 _warned: set = set()
+_verdicts: dict = {}  # EnsembleFunction.runnable's: None, or why the kernel cannot run the program
+
+
+def _avals(tree) -> tuple:
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in leaves)
 
 
 def warn_once(message: str) -> None:
@@ -259,16 +265,22 @@ class EnsembleFunction(eqx.Module):
         if self.kernel == "scan":
             return self
         dyn = system_arrays if self.batched else self.system_arrays
-        try:
-            if self.kernel == "native":
-                native_program(self.member, dyn, y0s.shape[1], y0s.dtype, self.member.n_steps // self.member.save_every,
-                               self.batched)
-            else:
-                jax.eval_shape(lambda d, y: self._run(d, y, self.kernel), dyn, y0s)
-        except Unfusable as e:
-            self._fell_back(e)
-            return EnsembleFunction(self.member, self.system_arrays, self.batched, "scan", self.platform, self.system_type)
-        return self
+        mem_dyn, mem_static = eqx.partition(self.member, eqx.is_array)
+        key = (self.kernel, self.platform, self.batched, mem_static, _avals(mem_dyn), _avals(dyn), _avals(y0s))
+        if key not in _verdicts:  # a trace of the kernel (about 0.5 s for the fused one), once
+            try:
+                if self.kernel == "native":
+                    native_program(self.member, dyn, y0s.shape[1], y0s.dtype,
+                                   self.member.n_steps // self.member.save_every, self.batched)
+                else:
+                    jax.eval_shape(lambda d, y: self._run(d, y, self.kernel), dyn, y0s)
+                _verdicts[key] = None
+            except Unfusable as e:
+                _verdicts[key] = e
+        if _verdicts[key] is None:
+            return self
+        self._fell_back(_verdicts[key])
+        return EnsembleFunction(self.member, self.system_arrays, self.batched, "scan", self.platform, self.system_type)
 
     def _fell_back(self, e: Unfusable) -> None:
         how = "natively (kernel='native')" if self.kernel == "native" else "entry by entry"
