@@ -77,8 +77,9 @@ class RigidBodyNHamiltonian(AbstractFreeRigidBody):
 
 class _TraceCasimirs(eqx.Module):
     """The Casimirs of so(n)*: ``tr M^{2k}`` for k = 1 … ⌊n/2⌋, the last replaced by the Pfaffian
-    ``Pf M`` for even n (``Pf M² = det M = ±tr``-polynomial; its sign tells the two components of
-    a generic orbit apart, which ``tr M^n`` cannot)."""
+    ``Pf M`` for even n. ``(Pf M)² = det M`` is a polynomial in the traces, so ``tr M^n`` adds
+    nothing to them, while the sign of ``Pf M`` tells the two components of a generic orbit
+    apart."""
 
     algebra: object
     n: int = eqx.field(static=True)
