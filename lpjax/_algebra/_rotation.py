@@ -44,26 +44,18 @@ class RotationFrame:
     so(n) ⋉ (Rⁿ)^k are in the defining representation, the same in both.
 
     Attributes:
-        rotations: the algebra's so(n), in its own basis.
-        algebra: the elementary so(n) the formulas use (``rotations`` itself where its basis is
+        algebra: the elementary so(n) the formulas use (the algebra's own so(n) where its basis is
             elementary, else :func:`lpjax.algebras.so` (n)).
-        k: the number of advected vectors.
         T: the (d, d) change ``x_int = T x`` of algebra coordinates, ``None`` where the basis is
             elementary (no conversion, no arithmetic).
         pairs: ``(i, j)`` of each basis matrix of ``algebra``.
     """
 
-    rotations: LieAlgebra
     algebra: LieAlgebra
-    k: int
     T: Optional[np.ndarray]
     pairs: tuple[tuple[int, int], ...]
     _dual_in: Optional[np.ndarray] = None  # T⁻ᵀ
     _dual_out: Optional[np.ndarray] = None  # Tᵀ
-
-    @property
-    def n(self) -> int:
-        return self.algebra.so_n
 
     def _apply(self, C: Optional[np.ndarray], y: Float[Array, "... D"]) -> Float[Array, "... D"]:
         if C is None:
@@ -92,14 +84,14 @@ def rotation_frame(algebra: LieAlgebra) -> Optional[RotationFrame]:
     rs = algebra.rotation_structure
     if rs is None:
         return None
-    rot, k = rs
+    rot = rs[0]
     pairs = _elementary_pairs(rot.matrix_basis)
     if pairs is not None:
-        return RotationFrame(rot, rot, k, None, pairs)
+        return RotationFrame(rot, None, pairs)
     std = so(rot.so_n)
     d = rot.dim
     T = _clean(rot.matrix_basis.reshape(d, -1) @ std.vee_matrix).T  # column a: standard coordinates of B_a
-    return RotationFrame(rot, std, k, T, _elementary_pairs(std.matrix_basis), _clean(np.linalg.inv(T).T), T.T.copy())
+    return RotationFrame(std, T, _elementary_pairs(std.matrix_basis), _clean(np.linalg.inv(T).T), T.T.copy())
 
 
 def _clean(A: np.ndarray) -> np.ndarray:
