@@ -73,13 +73,15 @@ class _Carry(eqx.Module):
         return cls(state, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
 
     def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
-        failed = result != RESULTS.successful
         count = self.num_failed.dtype
         stats = (self.max_residual, self.max_iterations, self.total_iterations)
         if not info.explicit_step:  # (an explicit step's zeros leave them as they are)
             stats = (jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
                      jnp.maximum(self.max_iterations, info.iterations.astype(count)),
                      self.total_iterations + info.iterations.astype(count))
+        if isinstance(result._value, np.ndarray) and result._value == RESULTS.successful._value:  # known when traced
+            return _Carry(state, self.result, *stats, self.num_failed)
+        failed = result != RESULTS.successful
         return _Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result), *stats,
                       self.num_failed + failed.astype(count))
 

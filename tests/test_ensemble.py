@@ -95,6 +95,48 @@ def test_a_failing_member_is_isolated(method):
         lpjax.ensemble(RB, method, bad, 0.05, 40, chunk_size=256, throw=True)
 
 
+def _special_members(y0s, overflow, unsolvable=None):
+    """``y0s`` with member 3 NaN, member 10 overflowing (``overflow``; for RK4 in the run's second
+    save), and member 17 whose implicit solve fails at every step with a finite state (``unsolvable``)."""
+    y0s = np.array(y0s)
+    y0s[3] = np.nan
+    y0s[10] = overflow
+    if unsolvable is not None:
+        y0s[17] = unsolvable
+    return y0s
+
+
+_AS_WRITTEN = [  # method, system, states (scaled to overflow or to fail the solve)
+    ("RK4", lpjax.RK4(), RB, _special_members(M0[:64], 100 * np.array([1.0, 0.5, 0.8]))),
+    ("GL4", lpjax.GaussLegendre(2), RB, _special_members(M0[:64], 1e150)),
+    ("MoserVeselov", lpjax.MoserVeselov(), RB,
+     _special_members(M0[:64], 1e200, 20 * np.array([1.0, 0.5, 0.8]))),
+    ("Suris", lpjax.SurisLagrangeTop(), TOP, _special_members(TOP0[:64], np.r_[1e200, 0, 0, 0.6, 0, 0.8])),
+]
+
+
+@pytest.mark.parametrize("name, method, system, y0s", _AS_WRITTEN, ids=[c[0] for c in _AS_WRITTEN])
+def test_result_codes_are_those_of_the_steps_as_written(name, method, system, y0s):
+    """The member program tests a state's finiteness once per save, not after every step (methods
+    whose non-finite entries last), and runs a save's steps again as written for a member whose
+    state is not finite. The result codes, failed-step counts and final states are those of
+    integrate (which tests every step), under every kernel: a NaN member, a member that
+    overflows (RK4: at its 6th step, in the second save), a member whose solve fails."""
+    runs = [lpjax.integrate(system, method, jnp.asarray(y), 0.05, 24, save_every=4, throw=False) if k != 3 else None
+            for k, y in enumerate(y0s)]  # the NaN member cannot start: invalid_initial_state, every step failed
+    codes = np.array([int(r.result._value) if r else int(lpjax.RESULTS.invalid_initial_state._value) for r in runs])
+    failed = np.array([int(r.stats["num_failed_steps"]) if r else 24 for r in runs])
+    final = np.array([np.asarray(r.ys[-1]) if r else np.full(y0s.shape[1], np.nan) for r in runs])
+    assert codes[10] != 0 and (name != "RK4" or failed[10] == 19)  # RK4: its 6th step overflows, in the second save
+    assert int(np.count_nonzero(codes)) == (3 if name == "MoserVeselov" else 2)
+    for kernel in ("scan", "entries", "fused", "native"):
+        got = lpjax.ensemble(system, method, y0s, 0.05, 24, save_every=4, kernel=kernel)
+        assert got.settings["kernel"] == kernel
+        np.testing.assert_array_equal(got.result, codes, err_msg=kernel)
+        np.testing.assert_array_equal(got.stats["num_failed_steps"], failed, err_msg=kernel)
+        np.testing.assert_allclose(got.final_state, final, rtol=0, atol=1e-12, err_msg=kernel)
+
+
 def test_observables_and_reductions():
     """observe as a function (a pytree of arrays, named by path) or a built-in; mean, min, max
     and quantiles over the members, read a chunk at a time, skip failed members."""

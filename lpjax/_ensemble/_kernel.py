@@ -32,6 +32,7 @@ from ._native import native_program, run_native, run_native_host
 from .._integrate import _Carry
 from .._checks import external_stacklevel
 from .._integrator import RESULTS, AbstractIntegrator
+from .._integrator._base import deferred_finiteness
 from ._soa import Unfusable, members_last
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
@@ -128,9 +129,38 @@ class _Member(eqx.Module):
         return carry.update(state, result, info)
 
     def advance(self, dyn_m, carry, step=None):
-        """``save_every`` steps (of ``step``, a batched :meth:`step`, if given)."""
+        """``save_every`` steps (of ``step``, :meth:`step` batched over members on the last axis,
+        if given).
+
+        For a method whose non-finite entries last (:attr:`lpjax.AbstractIntegrator.nonfinite_lasts`)
+        the steps run without testing each new state (:func:`deferred_finiteness`); the state
+        after them is tested once, and a member whose state is not finite runs the same steps
+        again as written, from the same carry: its result code, failed-step count and
+        statistics are those of the steps as written, bit for bit. The replay is a loop that
+        makes no trip unless a member needs it (under ``vmap`` and in the kernels, a block's
+        members run it together, each keeping its own carry)."""
+        batched = step is not None
         step = step or self.step
-        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+
+        def run(c):
+            return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), c, None, length=self.save_every)[0]
+
+        if not self.method.nonfinite_lasts:
+            return run(carry)
+        with deferred_finiteness():
+            fast = run(carry)
+        state_axes = (lambda a: tuple(range(a.ndim - 1))) if batched else (lambda a: None)
+        finite = [jnp.all(jnp.isfinite(a), axis=state_axes(a)) for a in jax.tree.leaves(fast.state)
+                  if jnp.issubdtype(a.dtype, jnp.inexact)]
+        bad = ~functools.reduce(jnp.logical_and, finite)
+        if batched:  # the block's carry has the members on its last axis
+            def replay():
+                again = run(carry)
+                return jax.tree.map(lambda a, b: jnp.where(bad, a, b), again, fast)
+
+            return jax.lax.cond(jnp.any(bad), replay, lambda: fast)
+        _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros_like(c[0]), run(carry)), (bad, fast))
+        return out
 
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Optional, Union
+import contextlib
+import contextvars
+from typing import Any, ClassVar, Iterator, Optional, Union
 
 import equinox as eqx
 import jax
@@ -15,7 +17,8 @@ from .._algebra import LieAlgebra, se3
 from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractStateIsY", "AbstractGroupMap", "finite_result", "first_failure"]
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractStateIsY", "AbstractGroupMap",
+           "finite_result", "first_failure", "deferred_finiteness", "finiteness_deferred"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -70,6 +73,13 @@ class AbstractIntegrator(eqx.Module):
     @abc.abstractmethod
     def family(self) -> AbstractFamily:
         """The structural family of systems this method steps."""
+
+    #: Whether a non-finite entry of the state stays in the state at every later step (every
+    #: entry is updated as itself plus or times a value that depends on it, and inf or NaN
+    #: propagates through both). Then the finiteness of a run of steps can be tested once, on
+    #: the state after them (:func:`deferred_finiteness`); ``tests/test_reliability.py`` checks
+    #: the claim for every method that makes it.
+    nonfinite_lasts: ClassVar[bool] = False
 
     def check_system(self, system: AbstractSystem) -> None:
         """Raise ``TypeError`` (or ``ValueError``) if ``system`` is outside :attr:`family`."""
@@ -214,11 +224,36 @@ class AbstractGroupMap(AbstractIntegrator):
         return self.observe(system, state), (self.attitude(system, state) if self.reconstruct else None)
 
 
+_DEFERRED = contextvars.ContextVar("lpjax_deferred_finiteness", default=False)
+
+
+@contextlib.contextmanager
+def deferred_finiteness() -> Iterator[None]:
+    """Within it (at trace time), a step does not test its new state for finiteness:
+    :func:`finite_result` is ``successful`` and :func:`first_failure` the solver's own result. For
+    a method whose non-finite entries last (:attr:`AbstractIntegrator.nonfinite_lasts`) the
+    caller tests the state once after a run of steps and, where it is not finite, runs them
+    again as written (:meth:`lpjax._ensemble._kernel._Member.advance`)."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def finiteness_deferred() -> bool:
+    return _DEFERRED.get()
+
+
 def finite_result(y: Array) -> Any:
     """``RESULTS.nonfinite_state`` where ``y`` has a NaN/inf entry, else ``successful``."""
+    if _DEFERRED.get():
+        return RESULTS.successful
     return RESULTS.where(jnp.all(jnp.isfinite(y)), RESULTS.successful, RESULTS.nonfinite_state)
 
 
 def first_failure(result, y: Array) -> Any:
     """``result`` if it is a failure, else :func:`finite_result` of ``y``."""
+    if _DEFERRED.get():
+        return result
     return RESULTS.where(result == RESULTS.successful, finite_result(y), result)

@@ -38,7 +38,7 @@ from jaxtyping import Array, ArrayLike, PyTree
 
 from .. import _small as sm
 from .._checks import optional_tol, positive_int
-from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
+from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, finiteness_deferred
 
 __all__ = ["AbstractImplicitMethod", "AbstractRootStepAdjoint", "implicit_solve", "newton_update", "default_tol",
            "root_step_jacobian", "root_step_vjp"]
@@ -102,9 +102,10 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     point iteration, which goes on), as GNI codes iterate to
     machine precision: stopping at ``tol`` instead leaves an error of one sign in every step,
     which drifts the invariants linearly (measured: 1.3e-9 in the Casimir of the rigid body
-    after 10⁶ GL4 steps, against 7e-14). ``iterations`` is then the number of updates made;
-    without ``early_exit`` all ``max_iters`` updates run (a ``scan``) and ``iterations``
-    counts those needed to meet ``tol`` (``max_iters + 1`` if never met).
+    after 10⁶ GL4 steps, against 7e-14). ``iterations`` is then the number of updates made.
+    Without ``early_exit`` all ``max_iters`` updates run (a ``scan`` of the updates alone: no
+    size, no test) and ``iterations`` is ``max_iters``, the updates made; whether they met
+    ``tol`` is judged once, after the loop, from the sizes of the last two.
 
     With a ``fallback`` (a function of the iterate that returns another update, such as a
     simplified Newton update with the Jacobian there) the first phase also stops once the
@@ -149,10 +150,14 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     if early_exit:
         k, z, _, e, e_prev, _ = jax.lax.while_loop(lambda c: (c[0] < max_iters) & ~c[5], body, init)
         iterations = k
-    else:
-        (_, z, iterations, e, e_prev, _), _ = jax.lax.scan(
-            lambda c, _: (body(c), None), init, None, length=max_iters, unroll=unroll
-        )
+    else:  # the updates alone, then the last two with their sizes: the test once, after the loop
+        plain = max_iters - min(2, max_iters)
+        z, _ = jax.lax.scan(lambda z, _: (z - update(g(z), z), None), z0, None, length=plain, unroll=unroll)
+        carry = (jnp.asarray(plain, jnp.int32), z, *init[2:])
+        for _ in range(max_iters - plain):
+            carry = body(carry)
+        _, z, _, e, e_prev, _ = carry
+        iterations = jnp.asarray(max_iters, jnp.int32)
     if fallback is not None:
         z, iterations, e, e_prev = _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body,
                                               fallback, fallback_iters)
@@ -228,9 +233,9 @@ def implicit_solve(
     # the residual at the returned root (for Runge–Kutta stages XLA shares it with the update)
     res = sm.max_entry(jnp.abs(g(jax.lax.stop_gradient(z))))
     # a non-finite iterate (a NaN member, an overflow) is a non-finite state, not a solver failure
-    finite = jnp.isfinite(err) & jnp.all(jnp.isfinite(z))
     result = RESULTS.where(err <= 1, RESULTS.successful, RESULTS.implicit_solve_failed)
-    result = RESULTS.where(finite, result, RESULTS.nonfinite_state)
+    if not finiteness_deferred():  # (deferred: a non-finite iterate fails err <= 1, and the caller replays)
+        result = RESULTS.where(jnp.isfinite(err) & jnp.all(jnp.isfinite(z)), result, RESULTS.nonfinite_state)
     iterations = jnp.minimum(first.astype(jnp.int32), max_iters + (fallback_iters if fallback is not None else 0))
     return z, result, StepInfo(res, iterations)
 

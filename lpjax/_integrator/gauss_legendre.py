@@ -260,6 +260,7 @@ class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
         self._tableau = _Frozen(np.vstack([A, b[None], c[None], _extrapolation(c)]))
 
     family: ClassVar[AnySystem] = AnySystem()
+    nonfinite_lasts: ClassVar[bool] = True
 
     @property
     def order(self) -> int:

@@ -17,6 +17,7 @@ class RK4(AbstractStateIsY):
     """Classical RK4. Order 4; preserves linear invariants only (Casimirs and energy drift)."""
 
     order: ClassVar[int] = 4
+    nonfinite_lasts: ClassVar[bool] = True
     family: ClassVar[AnySystem] = AnySystem()
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):

@@ -50,6 +50,7 @@ class SurisLagrangeTop(AbstractGroupMap):
     """
 
     order: ClassVar[int] = 1
+    nonfinite_lasts: ClassVar[bool] = True
     family: ClassVar[LagrangeTopFamily] = LagrangeTopFamily()
     reconstruct: bool = eqx.field(static=True, default=False)
 
@@ -119,6 +120,7 @@ class SurisClebsch(AbstractGroupMap):
     """
 
     order: ClassVar[int] = 1
+    nonfinite_lasts: ClassVar[bool] = True
     family: ClassVar[ClebschFlowFamily] = ClebschFlowFamily()
     reconstruct: bool = eqx.field(static=True, default=False)
 
