@@ -151,12 +151,17 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
         k, z, _, e, e_prev, _ = jax.lax.while_loop(lambda c: (c[0] < max_iters) & ~c[5], body, init)
         iterations = k
     else:  # the updates alone, then the last two with their sizes: the test once, after the loop
+        def sized(z):
+            dz = update(g(z), z)
+            z = z - dz
+            return z, sm.max_entry(jnp.abs(dz) / (1 + jnp.maximum(jnp.abs(z), scale)))
+
         plain = max_iters - min(2, max_iters)
         z, _ = jax.lax.scan(lambda z, _: (z - update(g(z), z), None), z0, None, length=plain, unroll=unroll)
-        carry = (jnp.asarray(plain, jnp.int32), z, *init[2:])
-        for _ in range(max_iters - plain):
-            carry = body(carry)
-        _, z, _, e, e_prev, _ = carry
+        e_prev = init[3]
+        if max_iters >= 2:
+            z, e_prev = sized(z)
+        z, e = sized(z)
         iterations = jnp.asarray(max_iters, jnp.int32)
     if fallback is not None:
         z, iterations, e, e_prev = _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body,
