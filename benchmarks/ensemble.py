@@ -328,12 +328,12 @@ def main() -> None:
 
             sol = lpjax.ensemble(system, method, y0s[:4], dt, n, kernel="scan")  # compiles the block program
             add("lpjax.ensemble(kernel='scan')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="scan"))
-            sol = lpjax.ensemble(system, method, y0s, dt, n, kernel="scan")
+            sol = lpjax.ensemble(system, method, y0s, dt, n, kernel="scan", stats=True)
             rows[-1]["mean_iterations"] = float(np.mean(sol.stats["mean_iterations"]))
             lpjax.ensemble(system, method, y0s[:4], dt, n, kernel="entries")
             add("lpjax.ensemble(kernel='entries')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="entries"))
             add("lpjax.ensemble(kernel='native')", lambda: lpjax.ensemble(system, method, y0s, dt, n, kernel="native"))
-            nat = lpjax.ensemble(system, method, y0s, dt, n, kernel="native")
+            nat = lpjax.ensemble(system, method, y0s, dt, n, kernel="native", stats=True)
             rows[-1]["mean_iterations"] = float(np.mean(nat.stats["mean_iterations"]))
             rows[-1]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(nat.final_state - sol.final_state)))
             if numba_fn is not None:

@@ -144,7 +144,7 @@ def test_batched_parameters_as_an_argument_and_in_the_fused_kernel():
     jit; the fused kernel (interpret mode) with per-member system arrays: each program reads its
     own block of parameters."""
     name, systems, method, y0s = FAMILIES[3]  # Moser–Veselov, 16 rigid bodies
-    kw = dict(save_every=10, batched_system=True, chunk_size=N_B)
+    kw = dict(save_every=10, batched_system=True, chunk_size=N_B, stats=True)
     ref = lpjax.ensemble(systems, method, y0s, 0.02, 20, kernel="scan", **kw)
     f = lpjax.ensemble_function(systems, method, 0.02, 20, save_every=10, batched_system=True)
     out = jax.jit(f)(y0s, eqx.filter(systems, eqx.is_array))  # dt and the method's arrays folded in: roundoff

@@ -32,7 +32,7 @@ TOP0 = np.concatenate([_m, _a / np.linalg.norm(_a, axis=1, keepdims=True)], axis
 CLEBSCH = clebsch_case(jnp.array([1.0, 2.0, 3.5]))
 VES = veselova(jnp.array([1.0, 2.0, 3.0]))
 RUBBER = rubber_chaplygin_sphere(jnp.array([1.0, 2.0, 3.0]), 0.5)
-KW = dict(save_every=4, observe="casimirs")
+KW = dict(save_every=4, observe="casimirs", stats=True)
 
 CASES = [
     ("Suris rest", lagrange_top(3, frame="rest"), lpjax.SurisLagrangeTop(), TOP0),

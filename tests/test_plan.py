@@ -37,10 +37,15 @@ def test_a_given_chunk_size_and_several_devices():
     assert (plan.chunk, plan.n_chunks, plan.span(2)) == (1000, 3, (2000, 2500))
     with pytest.raises(ValueError, match="chunk_size"):
         make_plan(2500, 3, 4, 2, np.float64, False, "auto", chunk_size=0)
-    two = [jax.devices()[0]] * 2  # several devices: each chunk split over them, the scan under "auto"
-    plan = make_plan(10, 3, 4, 2, np.float64, False, "auto", two, 3)
+    two = [jax.devices()[0]] * 2  # several devices: each chunk split over them
+    plan = make_plan(10, 3, 4, 2, np.float64, False, "scan", two, 3)
     assert (plan.kernel, plan.workers, plan.chunk, plan.padded, plan.n_chunks) == ("scan", 1, 3, 4, 4)
     assert "2 cpu devices" in str(plan)
+    # "auto" is the kernel of one device (here the native one, which takes whole chunks on the host's cores)
+    auto = make_plan(10, 3, 4, 2, np.float64, False, "auto", two, 3)
+    assert auto.kernel == make_plan(10, 3, 4, 2, np.float64, False, "auto", None, 3).kernel
+    if auto.kernel == "native":
+        assert auto.devices is None
 
 
 def test_each_process_has_a_contiguous_share_of_the_chunks():

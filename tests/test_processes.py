@@ -28,7 +28,7 @@ KILLED = dict(n_steps=400, chunk_size=50)  # 20 chunks, 10 a process
 
 def run(method: str, out, y0s=Y0, n_steps=40, dt=0.05, chunk_size=100, **kw):
     return lpjax.ensemble(RB, METHODS[method], y0s, dt, n_steps, save_every=10, observe="casimirs", out=out,
-                          chunk_size=chunk_size, metadata={"seed": 3}, **kw)
+                          chunk_size=chunk_size, metadata={"seed": 3}, stats=True, **kw)
 
 
 def arrays(path) -> dict:

@@ -37,9 +37,9 @@ __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution"
 
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: str, platform: str,
-                   rdtype, batched: bool) -> EnsembleFunction:
+                   rdtype, batched: bool, stats: bool) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
-    member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn)
+    member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
 
 
@@ -55,6 +55,7 @@ def ensemble_function(
     platform: Optional[str] = None,
     dtype=None,
     batched_system: bool = False,
+    stats: bool = False,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -65,7 +66,7 @@ def ensemble_function(
     ensemble statistics, your own ``shard_map``, or to lower the GPU kernel for inspection.
 
     Args:
-        save_every, observe, kernel, dtype: as for :func:`ensemble` (``dtype`` default:
+        save_every, observe, kernel, dtype, stats: as for :func:`ensemble` (``dtype`` default:
             float64 with JAX's x64 on, else float32; ``y0s`` must have it).
         platform: the platform to build for: ``"cpu"``, ``"gpu"`` (``"cuda"``, ``"rocm"``) or
             ``"tpu"`` (default: that of JAX's default device). It picks the kernel for
@@ -90,7 +91,7 @@ def ensemble_function(
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
     kernel = resolve_kernel("scan" if kernel == "auto" and plat == "cpu" else kernel, plat)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
-                        bool(batched_system))
+                        bool(batched_system), stats)
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
     def chunk(y0s, systems=None) -> EnsembleOutput:
@@ -126,6 +127,7 @@ def ensemble(
     resume: bool = False,
     progress: Optional[bool] = None,
     throw: bool = False,
+    stats: bool = False,
     dtype=None,
     devices: Optional[list] = None,
     metadata: Optional[dict] = None,
@@ -157,11 +159,17 @@ def ensemble(
         progress: a progress bar over chunks (tqdm); default on when stderr is a terminal.
         throw: raise ``RuntimeError`` naming the failed members at the end. Otherwise a failed
             member only has its own ``result`` code: it never stops or changes the others.
+        stats: also collect the solver statistics ``max_residual``, ``max_iterations`` and
+            ``mean_iterations`` (each step of an implicit method then evaluates its residual
+            once more, and keeps running maxima and sums: about a fifth of Moser–Veselov's
+            arithmetic). By default only ``num_failed_steps`` is kept, beside the result codes.
         dtype: float32 or float64 for the states and the system's arrays (default ``y0s``'s);
             float64 with JAX's x64 off is an error.
         devices: the devices of this process to split each chunk over (``shard_map`` on the
-            member axis; default all of ``jax.local_devices()`` when there are several). Results
-            match one device bit for bit.
+            member axis; default all of ``jax.local_devices()`` when there are several).
+            ``kernel="auto"`` is one device's kernel whatever their number (the native kernel
+            runs whole chunks on the host's cores), and its results, like the fused kernel's,
+            match one device bit for bit; the scan kernel's agree to roundoff.
         kernel: how a block of members runs (the results agree to roundoff):
 
             - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
@@ -199,12 +207,12 @@ def ensemble(
                      jax.process_count(), jax.process_index())
     observe_name, observe_f = observe_fn(observe)
     fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
-                        plan.platform, plan.dtype, plan.batched)
+                        plan.platform, plan.dtype, plan.batched, stats)
     fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),  # the kernel that runs
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(inp.system, eqx.is_array)) if plan.batched else None)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
-    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata)
+    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats))
     _run_chunks(plan, fn, inp, results, progress)
     return results.solution(throw)
 

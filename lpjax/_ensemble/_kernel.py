@@ -33,6 +33,7 @@ from .._integrate import _Carry
 from .._checks import external_stacklevel
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
+from .._integrator._implicit import collecting_statistics
 from ._soa import Unfusable, members_last
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
@@ -115,6 +116,7 @@ class _Member(eqx.Module):
     n_steps: int = eqx.field(static=True)
     save_every: int = eqx.field(static=True)
     observe_fn: Callable
+    stats: bool = eqx.field(static=True, default=True)
 
     def system(self, dyn_m):
         return eqx.combine(dyn_m, self.static)
@@ -125,7 +127,8 @@ class _Member(eqx.Module):
         return eqx.tree_at(lambda c: c.result, _Carry.start(state, y0.dtype), result)
 
     def step(self, dyn_m, carry):
-        state, result, info = self.method.step(self.system(dyn_m), carry.state, self.dt)
+        with collecting_statistics(self.stats):  # (at trace time)
+            state, result, info = self.method.step(self.system(dyn_m), carry.state, self.dt)
         return carry.update(state, result, info)
 
     def advance(self, dyn_m, carry, step=None):
@@ -168,9 +171,10 @@ class _Member(eqx.Module):
 
     def summary(self, dyn_m, carry):
         y = self.method.observe(self.system(dyn_m), carry.state)
-        stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
-                 "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps,
-                 "num_failed_steps": carry.num_failed}
+        stats = {"num_failed_steps": carry.num_failed}
+        if self.stats:
+            stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+                     "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps, **stats}
         return y, carry.result._value, stats
 
 

@@ -79,9 +79,11 @@ class Plan:
 def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel: str,
               devices=None, chunk_size: Optional[int] = None, processes: int = 1, process: int = 0) -> Plan:
     """The plan of a run (see :func:`lpjax.ensemble` for ``kernel``, ``devices`` and
-    ``chunk_size``). Several devices: each chunk is split over them (``shard_map``), with the
-    scan kernel under ``"auto"``; the devices are this process's own (default: all of them, when
-    there are several)."""
+    ``chunk_size``). ``"auto"`` is the same kernel whatever the number of devices, so that
+    several devices give one device's results bit for bit. Several devices: each chunk is split
+    over them (``shard_map``); the devices are this process's own (default: all of them, when
+    there are several). The native kernel runs on the host's cores with its own threads: it
+    takes the whole chunk, whatever the devices."""
     chunk_size = None if chunk_size is None else positive_int(chunk_size, "chunk_size")
     if devices is None:
         devices = jax.local_devices() if len(jax.local_devices()) > 1 else None
@@ -90,7 +92,9 @@ def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtyp
                          "another process; each process of a multi-process run runs its chunks on its own devices")
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     platform = platform_of(None, devices)
-    kernel = resolve_kernel("scan" if devices and kernel == "auto" else kernel, platform)
+    kernel = resolve_kernel(kernel, platform)
+    if kernel == "native":
+        devices = None
     workers = 1 if devices or kernel == "native" else max(1, min(os.cpu_count() or 1, 4))  # native: its own threads
     chunk = min(chunk_size or (CPU_CHUNK if platform == "cpu" and kernel != "native" else ACCEL_CHUNK), members)
     if chunk_size is None:  # a chunk per worker thread (on CPU, a block at least) and per process

@@ -21,7 +21,17 @@ from .._version import __version__
 
 __all__ = ["EnsembleSolution", "open_ensemble"]
 
-STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")
+STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")  # the last always kept
+
+
+class Statistics(dict):
+    """An ensemble's statistics by name; one that was not collected says how to collect it."""
+
+    def __missing__(self, name: str):
+        if name in STATS:
+            raise KeyError(f"{name!r} was not collected: run lpjax.ensemble(..., stats=True) for the solver "
+                           "statistics (only num_failed_steps is kept by default)")
+        raise KeyError(name)
 RESULT_NAMES = tuple(RESULTS._name_to_item)
 FORMAT = "lpjax.ensemble/2"  # /2: the inputs (y0s, the system's arrays) are stored; /1 stores can still be read
 
@@ -196,13 +206,13 @@ def arrays_by_path(tree) -> dict:
 
 
 def run_settings(system, method, dt, n_steps: int, save_every: int, observe: str, members: int, batched: bool,
-                 dtype, kernel: str, chunk: int, metadata: Optional[dict]) -> dict:
+                 dtype, kernel: str, chunk: int, metadata: Optional[dict], stats: bool) -> dict:
     """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers."""
     return {"format": FORMAT, "lpjax": __version__, "system": summary(system), "system_arrays": array_digest(system),
             "system_array_paths": list(arrays_by_path(system)), "method": summary(method),
             "method_arrays": array_digest(method), "dt": float(dt), "n_steps": n_steps, "save_every": save_every,
             "observe": observe, "members": members, "batched_system": batched, "dtype": str(np.dtype(dtype)),
-            "kernel": kernel, "chunk_size": chunk, "metadata": metadata or {}}
+            "kernel": kernel, "chunk_size": chunk, "stats": bool(stats), "metadata": metadata or {}}
 
 
 def fingerprint(settings: dict) -> str:
@@ -335,7 +345,8 @@ def _solution(path: str, array) -> EnsembleSolution:
         ts=np.asarray(array("ts")[:]),
         observables={k: array(f"observables/{k}") for k in attrs["observables"]},
         final_state=array("final_state"), result=array("result"),
-        stats={k: array(f"stats/{k}") for k in STATS}, store=path, chunk_size=int(attrs["chunk_size"]),
+        stats=Statistics({k: array(f"stats/{k}") for k in (STATS if attrs.get("stats", True) else STATS[-1:])}),
+        store=path, chunk_size=int(attrs["chunk_size"]),
         y0s=array("y0s") if attrs.get("format") == FORMAT else None,
         system_arrays={k: array(f"system/{k}") for k in attrs.get("system_array_paths", [])},
         settings=attrs,

@@ -27,7 +27,9 @@
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Optional
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator, Optional
 
 import equinox as eqx
 import jax
@@ -41,9 +43,24 @@ from .._checks import optional_tol, positive_int
 from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, finiteness_deferred
 
 __all__ = ["AbstractImplicitMethod", "AbstractRootStepAdjoint", "implicit_solve", "newton_update", "default_tol",
-           "root_step_jacobian", "root_step_vjp"]
+           "root_step_jacobian", "root_step_vjp", "collecting_statistics"]
 
 Residual = Callable[[Array, Any], Array]
+
+_STATISTICS = contextvars.ContextVar("lpjax_collecting_statistics", default=True)
+
+
+@contextlib.contextmanager
+def collecting_statistics(on: bool) -> Iterator[None]:
+    """Within ``collecting_statistics(False)`` (at trace time) a solve computes no statistics: no
+    residual at the root (a residual evaluation a step) and the step's :class:`StepInfo` is the
+    static zeros of an explicit step, which the running statistics skip. The result code is
+    computed as ever. :func:`lpjax.ensemble` runs so unless asked for ``stats=True``."""
+    token = _STATISTICS.set(bool(on))
+    try:
+        yield
+    finally:
+        _STATISTICS.reset(token)
 
 
 class AbstractImplicitMethod(AbstractIntegrator):
@@ -235,12 +252,14 @@ def implicit_solve(
     else:
         z, aux = solve(g, z0)
     first, err = jax.lax.stop_gradient(aux)
-    # the residual at the returned root (for Runge–Kutta stages XLA shares it with the update)
-    res = sm.max_entry(jnp.abs(g(jax.lax.stop_gradient(z))))
     # a non-finite iterate (a NaN member, an overflow) is a non-finite state, not a solver failure
     result = RESULTS.where(err <= 1, RESULTS.successful, RESULTS.implicit_solve_failed)
     if not finiteness_deferred():  # (deferred: a non-finite iterate fails err <= 1, and the caller replays)
         result = RESULTS.where(jnp.isfinite(err) & jnp.all(jnp.isfinite(z)), result, RESULTS.nonfinite_state)
+    if not _STATISTICS.get():
+        return z, result, StepInfo.explicit(z.dtype)
+    # the residual at the returned root (for Runge–Kutta stages XLA shares it with the update)
+    res = sm.max_entry(jnp.abs(g(jax.lax.stop_gradient(z))))
     iterations = jnp.minimum(first.astype(jnp.int32), max_iters + (fallback_iters if fallback is not None else 0))
     return z, result, StepInfo(res, iterations)
 
