@@ -16,6 +16,10 @@ every state at every step, which is what the scan path does and the fused kernel
   kernel of the same map written by hand (CuPy ``RawKernel``: one thread per member, the
   state in registers, the time loop inside); ``vs CUDA`` is the ratio to it. The fused
   kernel's final states are compared with the scan path's (``max |Δ|``);
+* the same two maps at the largest N and 10³ and 10⁴ steps: ``lpjax.ensemble`` (fused) against
+  the jitted ``ensemble_function`` on the device (``ratio_to_ensemble_function``: what
+  ``ensemble``'s host traffic costs) and the CUDA kernel, and over every GPU of the machine when
+  it has several;
 * GL4 (``GaussLegendre(2)``) on the rigid body and the heavy top at N = 10⁵, 10⁶ (float64):
   ``lpjax.ensemble`` (fused and scan) against diffrax ``Tsit5`` under ``vmap`` with the same
   steps, with each one's largest relative Casimir drift.
@@ -126,6 +130,32 @@ def _on_device(add, rows, case, N, n, d, dtype, system, method, yj, ref=None) ->
             rows[-1]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(np.asarray(out.final_state) - ref)))
 
 
+def _longer_runs(add, rows, case, system, method, kind: str, N: int, args, on_gpu: bool) -> None:
+    """At the largest N, 10³ and 10⁴ steps (``--quick``: 10³; ``--smoke``: 8): ``lpjax.ensemble``
+    (fused) against the same kernel as a jitted ``ensemble_function`` on states already on the
+    device (``ensemble``'s host traffic apart), the CUDA kernel, and, on a machine with several
+    GPUs, ``ensemble`` over all of them (the fused kernel on each one's share)."""
+    for dtype in (np.dtype(np.float64), np.dtype(np.float32)):
+        for n in ([8] if args.smoke else [1000] if args.quick else [1000, 10_000]):
+            y0s = _states(kind, N).astype(dtype)
+            d = y0s.shape[1]
+            add(case, N, n, d, dtype, "lpjax.ensemble (fused)",
+                lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", chunk_size=N, dtype=dtype))
+            f = jax.jit(lpjax.ensemble_function(system, method, DT, n, kernel="fused", dtype=dtype))
+            yj = jnp.asarray(y0s)
+            add(case, N, n, d, dtype, "ensemble_function (fused), on device", lambda: jax.block_until_ready(f(yj)))
+            if len(jax.devices()) > 1:
+                add(case, N, n, d, dtype, f"lpjax.ensemble (fused), {len(jax.devices())} devices",
+                    lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", chunk_size=N, dtype=dtype,
+                                           devices=jax.devices()))
+            if on_gpu:
+                import cupy as cp
+
+                call = _cuda(kind, dtype, n)
+                Y0 = cp.asarray(np.ascontiguousarray(y0s.T))
+                add(case, N, n, d, dtype, "CUDA kernel (the limit)", lambda: call(Y0.copy()))
+
+
 def _casimir_drift(system, y0s, y1s) -> float:
     c0, c1 = jax.vmap(system.casimirs)(jnp.asarray(y0s)), jax.vmap(system.casimirs)(jnp.asarray(y1s))
     return float(jnp.max(jnp.abs(c1 - c0) / jnp.maximum(jnp.abs(c0), 1e-300)))
@@ -195,6 +225,7 @@ def main() -> None:
                     Y0 = cp.asarray(np.ascontiguousarray(y0s.T))
                     Y = add(case, N, n, d, dtype, "CUDA kernel (the limit)", lambda: call(Y0.copy()))
                     rows[-1]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(cp.asnumpy(Y).T - scan.final_state)))
+        _longer_runs(add, rows, case, system, method, kind, Ns[-1], args, on_gpu)
 
     import diffrax
 
@@ -222,13 +253,18 @@ def main() -> None:
 
     for r in rows:  # the peer: the CUDA kernel for the maps, diffrax for GL4
         peer_row = "CUDA kernel (the limit)" if "GL4" not in r["case"] else "diffrax Tsit5, vmap, same steps"
-        peer = next((p for p in rows if (p["case"], p["N"], p["dtype"], p["row"]) == (r["case"], r["N"], r["dtype"],
-                                                                                       peer_row)), None)
+        key = ("case", "N", "steps", "dtype")
+        peer = next((p for p in rows if p["row"] == peer_row and all(p[k] == r[k] for k in key)), None)
         r["ratio_to_peer"] = r["throughput"] / peer["throughput"] if peer else None
+        fn = next((p for p in rows if p["row"] == "ensemble_function (fused), on device" and all(p[k] == r[k] for k in key)),
+                  None)
+        if r["row"] == "lpjax.ensemble (fused)" and fn is not None:
+            r["ratio_to_ensemble_function"] = r["throughput"] / fn["throughput"]
 
     device = str(jax.devices()[0].device_kind) if on_gpu else "cpu (smoke)"
     print(f"\nGPU ensembles on {device}, JAX {jax.__version__}")
-    H.print_table([("case", -26, "case"), ("dtype", -8, "dtype"), ("N", 9, "N"), ("row", -40, "row"),
+    H.print_table([("case", -26, "case"), ("dtype", -8, "dtype"), ("N", 9, "N"), ("steps", 6, "steps"),
+                   ("row", -40, "row"),
                    ("body-steps/s", 13, lambda r: f"{r['throughput']:.3e}"),
                    ("GB/s", 8, lambda r: f"{r['gb_s']:.1f}"),
                    ("/peer", 8, lambda r: "" if r["ratio_to_peer"] is None else f"{r['ratio_to_peer']:.3f}"),
