@@ -185,3 +185,52 @@ def test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers(name, syst
     assert prof["live_loads_in_loops"] == 0, prof
     assert prof["stores_in_step_loop"] == 0, prof
     assert prof["stores_in_save_loop"] >= 1, prof  # the observables at each save
+
+
+# ------------------------------------------------------------------------------ the map's own arithmetic
+
+
+def _kernel_ops():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_ops.py"
+    spec = importlib.util.spec_from_file_location("kernel_ops", path)
+    module = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.path.insert(0, str(path.parent))  # its _harness
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _ratio(name: str, dtype) -> float:
+    """Operations per step of the fused kernel's Triton IR over the hand-written Pallas kernel's
+    (``benchmarks/kernel_ops.py``)."""
+    ko = _kernel_ops()
+    _, system, method, y0s, step, params, iters = next(c for c in ko._cases() if c[0].startswith(name))
+    y = jnp.asarray(y0s, dtype)
+    f = lpjax.ensemble_function(system, method, ko.DT, ko.N_STEPS, save_every=ko.SAVE_EVERY, platform="cuda",
+                                dtype=dtype)
+    ours = ko.step_counts(ko._export(f, y), 2, iters)["per_step"]
+    hand = ko.step_counts(ko._export(ko.hand_kernel(step, y.shape[1], len(params), ko.N_STEPS, dtype), y,
+                                     jnp.asarray(params, dtype)), 1, iters)["per_step"]
+    return ours / hand
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_suris_step_does_the_maps_own_arithmetic(dtype):
+    """No per-step finiteness test or result code: within 1.25× the hand kernel's operations
+    (measured 85 against 75, 1.13×; 154 before the member program tested once per save)."""
+    assert _ratio("Suris", dtype) <= 1.25
+
+
+@pytest.mark.xfail(reason="measured 2175 operations a step against the hand kernel's 1215 (1.79x): 84 an "
+                          "iteration against 57 through the matrices; the so(3) closed form (48 an iteration, "
+                          "1.08x) is not in yet (it made the scan kernel's bits depend on XLA's shapes)",
+                   strict=True)
+def test_the_moser_veselov_step_does_the_maps_own_arithmetic():
+    assert _ratio("Moser-Veselov", np.float64) <= 1.25
