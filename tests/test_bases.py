@@ -110,11 +110,8 @@ def _rotated_so3():
     return 2 * np.einsum("ab,bij->aij", Q, so3().matrix_basis)
 
 
-class BasisLagrangeTop(lpjax.AbstractLagrangeTop):
-    """The Lagrange top of :func:`lagrange_top` (rest or moving frame) in the basis ``B`` of so(3)."""
-
-    alpha: jax.Array
-    B: tuple = eqx.field(static=True)
+class _Top3(lpjax.AbstractLagrangeTop):
+    """A three-dimensional top with gravity e_3."""
 
     @property
     def n(self):
@@ -123,6 +120,13 @@ class BasisLagrangeTop(lpjax.AbstractLagrangeTop):
     @property
     def gravity(self):
         return jnp.array([0.0, 0.0, 1.0])
+
+
+class BasisLagrangeTop(_Top3):
+    """The Lagrange top of :func:`lagrange_top` (rest or moving frame) in the basis ``B`` of so(3)."""
+
+    alpha: jax.Array
+    B: tuple = eqx.field(static=True)
 
     def __call__(self, y):
         """Rest frame ``½<m, m> + <a, e_3>`` (seed 000, (5.15)); moving frame ``½<M, Ω> + <P, e_3>``
@@ -207,20 +211,12 @@ def test_a_mass_tensor_that_disagrees_with_the_energy_is_refused_with_the_defect
     assert lpjax.integrate(system, lpjax.GaussLegendre(2), jnp.array([1.0, 0.5, 0.8]), 0.1, 10).result == lpjax.RESULTS.successful
 
 
-class RestDeclaredMovingEnergy(lpjax.AbstractLagrangeTop):
+class RestDeclaredMovingEnergy(_Top3):
     """Declares the rest frame (with the (+) bracket) but its energy is the moving frame's."""
 
     alpha: jax.Array
     moving: lpjax.AbstractLagrangeTop
     frame: ClassVar[str] = "rest"
-
-    @property
-    def n(self):
-        return 3
-
-    @property
-    def gravity(self):
-        return jnp.array([0.0, 0.0, 1.0])
 
     def __call__(self, y):
         return self.moving(y)
