@@ -15,7 +15,10 @@ every state at every step, which is what the scan path does and the fused kernel
   ``lpjax.ensemble(kernel="scan")``, ``jax.vmap(lpjax.integrate)``, and **the limit**: a CUDA
   kernel of the same map written by hand (CuPy ``RawKernel``: one thread per member, the
   state in registers, the time loop inside); ``vs CUDA`` is the ratio to it. The fused
-  kernel's final states are compared with the scan path's (``max |Δ|``);
+  kernel's final states are compared with the scan path's (``max |Δ|``). ``device_put +
+  device_get, same bytes`` is ensemble's host traffic alone (the states in, the final states
+  and result codes out); ``host_traffic_vs_put_get`` is its time over ensemble's time less the
+  kernel's (``ensemble_function`` on the device): the bandwidth ensemble's copies reach;
 * the same two maps at the largest N and 10³ and 10⁴ steps: ``lpjax.ensemble`` (fused) against
   the jitted ``ensemble_function`` on the device (``ratio_to_ensemble_function``: what
   ``ensemble``'s host traffic costs) and the CUDA kernel, and over every GPU of the machine when
@@ -130,23 +133,32 @@ def _on_device(add, rows, case, N, n, d, dtype, system, method, yj, ref=None) ->
             rows[-1]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(np.asarray(out.final_state) - ref)))
 
 
+def _put_get(add, case, N, n, d, dtype, y0s) -> None:
+    """The host traffic of ``lpjax.ensemble`` with the default observable, alone: ``y0s`` put on
+    the device, then arrays of the bytes it brings back (the final states and the result codes:
+    the state observable's ends are those two, not copied twice) fetched, fresh each call."""
+    same_bytes = jax.jit(lambda y: (y * 1, jnp.zeros(y.shape[0], jnp.int32)))
+    add(case, N, n, d, dtype, "device_put + device_get, same bytes",
+        lambda: jax.device_get(same_bytes(jax.device_put(y0s))))
+
+
 def _longer_runs(add, rows, case, system, method, kind: str, N: int, args, on_gpu: bool) -> None:
     """At the largest N, 10³ and 10⁴ steps (``--quick``: 10³; ``--smoke``: 8): ``lpjax.ensemble``
     (fused) against the same kernel as a jitted ``ensemble_function`` on states already on the
     device (``ensemble``'s host traffic apart), the CUDA kernel, and, on a machine with several
     GPUs, ``ensemble`` over all of them (the fused kernel on each one's share)."""
     for dtype in (np.dtype(np.float64), np.dtype(np.float32)):
-        for n in ([8] if args.smoke else [1000] if args.quick else [1000, 10_000]):
+        for n in ([8] if args.smoke else [1000] if args.quick or args.long_steps == 1000 else [1000, 10_000]):
             y0s = _states(kind, N).astype(dtype)
             d = y0s.shape[1]
             add(case, N, n, d, dtype, "lpjax.ensemble (fused)",
-                lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", chunk_size=N, dtype=dtype))
+                lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", dtype=dtype))
             f = jax.jit(lpjax.ensemble_function(system, method, DT, n, kernel="fused", dtype=dtype))
             yj = jnp.asarray(y0s)
             add(case, N, n, d, dtype, "ensemble_function (fused), on device", lambda: jax.block_until_ready(f(yj)))
             if len(jax.devices()) > 1:
                 add(case, N, n, d, dtype, f"lpjax.ensemble (fused), {len(jax.devices())} devices",
-                    lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", chunk_size=N, dtype=dtype,
+                    lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", dtype=dtype,
                                            devices=jax.devices()))
             if on_gpu:
                 import cupy as cp
@@ -180,6 +192,8 @@ def plot(rows, device: str):
 def main() -> None:
     ap = H.arg_parser(__doc__, "N = 10⁵ only")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on CPU, nothing written (checks the script)")
+    ap.add_argument("--long-steps", type=int, choices=(1000, 10_000), default=10_000,
+                    help="the longest of the longer runs (default 10^4; 10^3 fits a shorter lease)")
     args = ap.parse_args()
     on_gpu = jax.default_backend() == "gpu"
     if not on_gpu and not args.smoke:
@@ -207,7 +221,7 @@ def main() -> None:
                 n = 4 if args.smoke else 100
                 y0s = _states(kind, N).astype(dtype)
                 d = y0s.shape[1]
-                kw = dict(chunk_size=N, dtype=dtype)
+                kw = dict(dtype=dtype)  # the default chunks (2^20 members): ensemble's pipeline over them
                 fused = add(case, N, n, d, dtype, "lpjax.ensemble (fused)",
                             lambda: lpjax.ensemble(system, method, y0s, DT, n, kernel="fused", **kw))
                 scan = add(case, N, n, d, dtype, "lpjax.ensemble (scan)",
@@ -215,6 +229,7 @@ def main() -> None:
                 rows[-2]["max_abs_diff_vs_scan"] = float(np.nanmax(np.abs(fused.final_state - scan.final_state)))
                 yj = jnp.asarray(y0s)
                 _on_device(add, rows, case, N, n, d, dtype, system, method, yj, scan.final_state)
+                _put_get(add, case, N, n, d, dtype, y0s)
                 f = jax.jit(jax.vmap(lambda y: lpjax.integrate(system, method, y, DT, n, save_every=n, throw=False,
                                                                dtype=dtype).ys[-1]))
                 add(case, N, n, d, dtype, "jax.vmap(lpjax.integrate)", lambda: jax.block_until_ready(f(yj)))
@@ -260,6 +275,10 @@ def main() -> None:
                   None)
         if r["row"] == "lpjax.ensemble (fused)" and fn is not None:
             r["ratio_to_ensemble_function"] = r["throughput"] / fn["throughput"]
+            put_get = next((p for p in rows if p["row"] == "device_put + device_get, same bytes"
+                            and all(p[k] == r[k] for k in key)), None)
+            if put_get is not None:  # the host traffic's bandwidth against a plain put and get of the same bytes
+                r["host_traffic_vs_put_get"] = put_get["time_s"] / max(r["time_s"] - fn["time_s"], 1e-9)
 
     device = str(jax.devices()[0].device_kind) if on_gpu else "cpu (smoke)"
     print(f"\nGPU ensembles on {device}, JAX {jax.__version__}")

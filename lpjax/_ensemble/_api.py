@@ -102,15 +102,35 @@ def ensemble_function(
     return chunk
 
 
+def _kept(outs: EnsembleOutput, keep: Optional[tuple]) -> EnsembleOutput:
+    """``outs`` with only the saves ``keep[0] … keep[1] − 1`` of the state observable (its ends,
+    where they are ``y0s`` and ``final_state``, are not returned twice)."""
+    if keep is None:
+        return outs
+    return outs._replace(observables={**outs.observables, "state": outs.observables["state"][:, keep[0]:keep[1]]})
+
+
 @eqx.filter_jit
-def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple]) -> EnsembleOutput:
+def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: Optional[tuple]) -> EnsembleOutput:
     """One chunk; with ``devices``, split over them by ``shard_map`` on the member axis."""
     if devices is None:
-        return fn(y0s, dyn)
+        return _kept(fn(y0s, dyn), keep)
     mesh = Mesh(np.array(devices), ("members",))
     members = PartitionSpec("members")
     dyn_spec = jax.tree.map(lambda _: members, dyn)
-    return jax.shard_map(fn, mesh=mesh, in_specs=(members, dyn_spec), out_specs=members, check_vma=False)(y0s, dyn)
+    outs = jax.shard_map(fn, mesh=mesh, in_specs=(members, dyn_spec), out_specs=members, check_vma=False)(y0s, dyn)
+    return _kept(outs, keep)
+
+
+def _state_ends(fn: EnsembleFunction, inp: Inputs, observe_name: str, n_save: int) -> tuple[bool, bool]:
+    """Whether the state observable's first and last saves are ``y0s`` and ``final_state`` (so
+    not stored twice): the last always, the first where the method observes its initial state
+    as given (:meth:`_Member.starts_as_given`)."""
+    if observe_name != "state":
+        return False, False
+    dyn = eqx.filter(inp.system, eqx.is_array)
+    one = jax.tree.map(lambda a: a[0], dyn) if inp.batched else dyn
+    return fn.member.starts_as_given(one, inp.y_one), True
 
 
 def ensemble(
@@ -212,32 +232,79 @@ def ensemble(
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(inp.system, eqx.is_array)) if plan.batched else None)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
-    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats))
-    _run_chunks(plan, fn, inp, results, progress)
+    ends = _state_ends(fn, inp, observe_name, plan.n_save)
+    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends)
+    keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
+    _run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)
 
 
-def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, progress) -> None:
-    """This process's chunks not yet done: the first alone (it compiles), the rest on ``plan.workers``
-    threads, each saving its own chunk (disjoint slices, so no finished chunk's output is held
-    in a future: memory stays the output plus one chunk per worker), under a progress bar."""
+def _inputs(plan: Plan, inp: Inputs, dyn, k: int):
+    """Chunk ``k``'s members ``lo … hi − 1``: their rows (padded to the compiled chunk with copies
+    of its own members, except for the native kernel), initial states and batched arrays."""
+    lo, hi = plan.span(k)
+    idx = slice(lo, hi) if hi - lo == plan.padded or plan.kernel == "native" else lo + np.arange(plan.padded) % (hi - lo)
+    return lo, hi, idx, inp.y0s[idx], jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
+
+
+def _dispatch(plan: Plan, fn: EnsembleFunction, inp: Inputs, dyn, k: int, keep) -> tuple:
+    """Chunk ``k`` started on the device, without waiting: its inputs copied there, its kernel
+    queued and its outputs' copies back to the host begun."""
+    lo, hi, _, y0s, dyn_k = _inputs(plan, inp, dyn, k)
+    outs = _run_chunk(fn, jax.device_put(y0s), dyn_k, plan.devices, keep)
+    for a in jax.tree.leaves(outs):
+        a.copy_to_host_async()
+    return k, lo, hi, outs
+
+
+def _collect(results: Results, k: int, lo: int, hi: int, outs) -> None:
+    """Chunk ``k``'s outputs, once on the host, written into the results (its own rows)."""
+    results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
+
+
+def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, progress, keep) -> None:
+    """This process's chunks not yet done, under a progress bar.
+
+    On CPU with several worker threads, or with the native kernel: the first chunk alone (it
+    compiles), the rest on ``plan.workers`` threads, each computing and saving its own chunk
+    (disjoint slices: memory stays the output plus one chunk per worker).
+
+    Otherwise (a device, or several): a pipeline. This thread starts chunk k + 1 on the device
+    (:func:`_dispatch`: inputs copied, kernel queued, copies back begun) before it hands chunk
+    k to a writer thread (:func:`_collect`), which waits for its outputs and writes them into
+    the results (host arrays allocated once, or the store). At most two chunks are in flight."""
     dyn = eqx.filter(inp.system, eqx.is_array)
-    padded = plan.padded
-
-    def compute(k: int) -> None:
-        lo, hi = plan.span(k)
-        idx = slice(lo, hi) if hi - lo == padded or plan.kernel == "native" else lo + np.arange(padded) % (hi - lo)  # pad: own members
-        dyn_k = jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
-        outs = (fn.host(inp.y0s[idx], dyn_k, results.into(idx)) if plan.kernel == "native"
-                else _run_chunk(fn, jnp.asarray(inp.y0s[idx]), dyn_k, plan.devices))  # native: into the result's arrays
-        results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
-
     todo = results.chunks
     show = sys.stderr.isatty() and plan.process == 0 if progress is None else bool(progress)
     from tqdm.auto import tqdm
 
-    with tqdm(total=len(todo), unit="chunk", disable=not show,
-              desc="ensemble", postfix=f"{plan.members} members x {plan.n_steps} steps") as bar:
+    bar = tqdm(total=len(todo), unit="chunk", disable=not show,
+               desc="ensemble", postfix=f"{plan.members} members x {plan.n_steps} steps")
+    with bar:
+        if plan.kernel != "native" and plan.workers == 1:
+            with concurrent.futures.ThreadPoolExecutor(1) as writer:
+                written, started = [], None
+                for k in todo:
+                    now = _dispatch(plan, fn, inp, dyn, k, keep)
+                    if started is not None:
+                        written.append(writer.submit(_collect, results, *started))
+                    started = now
+                    while len(written) > 1:  # the device holds at most two chunks' outputs
+                        written.pop(0).result()
+                        bar.update()
+                if started is not None:
+                    written.append(writer.submit(_collect, results, *started))
+                for w in written:
+                    w.result()
+                    bar.update()
+            return
+
+        def compute(k: int) -> None:
+            lo, hi, idx, y0s, dyn_k = _inputs(plan, inp, dyn, k)
+            outs = (_kept(fn.host(y0s, dyn_k, results.into(idx)), keep) if plan.kernel == "native"
+                    else _run_chunk(fn, jnp.asarray(y0s), dyn_k, plan.devices, keep))  # native: into the result's arrays
+            results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
+
         if todo:  # the first chunk alone: it compiles
             compute(todo[0])
             bar.update()

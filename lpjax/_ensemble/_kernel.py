@@ -43,7 +43,7 @@ _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "
 CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
 _warned: set = set()
-_verdicts: dict = {}  # EnsembleFunction.runnable's: None, or why the kernel cannot run the program
+_verdicts: dict = {}  # EnsembleFunction.runnable's (None, or why the kernel cannot run the program), starts_as_given's
 
 
 def _avals(tree) -> tuple:
@@ -164,6 +164,19 @@ class _Member(eqx.Module):
             return jax.lax.cond(jnp.any(bad), replay, lambda: fast)
         _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros_like(c[0]), run(carry)), (bad, fast))
         return out
+
+    def starts_as_given(self, dyn_m, y0) -> bool:
+        """Whether the first save of the state observable is ``y0`` itself, bit for bit: the
+        traced program of ``observe(init(y0))`` returns its input unchanged (decided from the
+        program, not assumed of the method: a collective method's is its momentum map of the
+        lifted state, equal to ``y0`` only to roundoff)."""
+        key = ("starts", eqx.partition(self, eqx.is_array)[1], _avals(eqx.filter(self, eqx.is_array)), _avals(dyn_m),
+               _avals(y0))
+        if key not in _verdicts:  # traced once per program and shapes
+            closed = jax.make_jaxpr(lambda y: self.observe(dyn_m, self.init(dyn_m, y)))(y0)
+            outs = jax.tree.leaves(closed.jaxpr.outvars)
+            _verdicts[key] = len(outs) == 1 and outs[0] is closed.jaxpr.invars[0]
+        return _verdicts[key]
 
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)

@@ -22,6 +22,7 @@ from ._plan import Plan
 from ._processes import Group
 from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
+    with_state_ends,
 )
 from ._validate import Inputs, first_member
 
@@ -37,10 +38,11 @@ class Results:
     work; :attr:`chunks` are this process's chunks to run."""
 
     def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata,
-                 stats: bool):
+                 stats: bool, state_ends=(False, False)):
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
-        shapes = {f"observables/{k}": ((N, n_save + 1, *v.shape), v.dtype) for k, v in probe.items()}
+        shapes = {f"observables/{k}": ((N, n_save + 1 - (k == "state") * sum(state_ends), *v.shape), v.dtype)
+                  for k, v in probe.items()}  # the state's ends, where they are y0s and final_state: not twice
         shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32)})
         self.stat_names = STATS if stats else STATS[-1:]  # ("num_failed_steps",)
         shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
@@ -48,7 +50,7 @@ class Results:
         self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
         self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
         self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
-                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata, stats)
+                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata, stats, state_ends)
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
         # the inputs over the members are written with each chunk; the others once, with ts
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}
@@ -117,8 +119,9 @@ class Results:
             sol = self.store.solution()
         else:
             a, own = self.arrays, slice(self.lo, self.lo + self.arrays["result"].shape[0])
-            sol = EnsembleSolution(ts=self.ts, observables={k: a[f"observables/{k}"] for k in self.observables},
-                                   final_state=a["final_state"], result=a["result"],
+            observables = with_state_ends({k: a[f"observables/{k}"] for k in self.observables},
+                                          self.settings["state_ends"], self.inputs["y0s"][own], a["final_state"])
+            sol = EnsembleSolution(ts=self.ts, observables=observables, final_state=a["final_state"], result=a["result"],
                                    stats=Statistics({k: a[f"stats/{k}"] for k in self.stat_names}),
                                    chunk_size=self.plan.chunk,
                                    y0s=self.inputs["y0s"][own], settings=self.settings, first_member=self.lo,

@@ -19,7 +19,7 @@ from .._algebra import LieAlgebra
 from .._integrator import RESULTS
 from .._version import __version__
 
-__all__ = ["EnsembleSolution", "open_ensemble"]
+__all__ = ["EnsembleSolution", "StateSaves", "open_ensemble"]
 
 STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")  # the last always kept
 
@@ -33,10 +33,56 @@ class Statistics(dict):
                            "statistics (only num_failed_steps is kept by default)")
         raise KeyError(name)
 RESULT_NAMES = tuple(RESULTS._name_to_item)
-FORMAT = "lpjax.ensemble/2"  # /2: the inputs (y0s, the system's arrays) are stored; /1 stores can still be read
+FORMAT = "lpjax.ensemble/3"  # /3: the state observable's ends are y0s and final_state; /2 and /1 can still be read
+_READABLE = (FORMAT, "lpjax.ensemble/2", "lpjax.ensemble/1")  # /2: the inputs (y0s, the system's arrays) stored
 
 
 # -------------------------------------------------------------------------------- the solution
+
+
+@final
+class StateSaves(np.lib.mixins.NDArrayOperatorsMixin):
+    """The state observable ``(N, T, d)`` of a run, stored once: its first save is ``y0s``
+    (where the method's observed initial state is its input, bit for bit) and its last is
+    ``final_state``; only the saves in between are stored as such (``inner``, ``(N, T', d)``).
+    Read on indexing, like a store's arrays (``sol.observables["state"][:100]``, rows first);
+    ``np.asarray`` and arithmetic take the whole array."""
+
+    def __init__(self, first, inner, last):
+        self._parts = (first, inner, last)  # first or last None: it is in inner
+        self.shape = (inner.shape[0], inner.shape[1] + sum(p is not None for p in (first, last)), *inner.shape[2:])
+        self.dtype = np.dtype(inner.dtype)
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"StateSaves(shape={self.shape}, dtype={self.dtype})"
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if not key or not isinstance(key[0], (slice, int, np.integer)):  # Ellipsis first, an index array
+            return self._rows(slice(None))[key]
+        if isinstance(key[0], slice):
+            return self._rows(key[0])[(slice(None), *key[1:])]
+        i = range(self.shape[0])[key[0]]  # (IndexError out of range, as NumPy's)
+        return self._rows(slice(i, i + 1))[0][key[1:]]
+
+    def _rows(self, rows: slice) -> np.ndarray:
+        first, inner, last = self._parts
+        parts = ([np.asarray(first[rows])[:, None]] if first is not None else []) + [np.asarray(inner[rows])] + \
+                ([np.asarray(last[rows])[:, None]] if last is not None else [])
+        return np.concatenate(parts, axis=1)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self[:]
+        return a if dtype is None else a.astype(dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(np.asarray(x) if isinstance(x, StateSaves) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
 
 
 @final
@@ -45,7 +91,9 @@ class EnsembleSolution(eqx.Module):
 
     Attributes:
         ts: save times, shape ``(T,)`` (``T = n_steps // save_every + 1``, the start included).
-        observables: ``{name: array (N, T, ...)}``, what ``observe`` kept at each save.
+        observables: ``{name: array (N, T, ...)}``, what ``observe`` kept at each save. The
+            state observable (the default) is a :class:`StateSaves`: its first and last saves
+            are ``y0s`` and ``final_state``, not stored twice.
         final_state: ``(N, d)``, each member's state after ``n_steps``.
         result: ``(N,)`` :class:`lpjax.RESULTS` indices; 0 is success, see :attr:`result_names`.
         stats: ``{name: (N,)}``: ``max_residual``, ``max_iterations``, ``mean_iterations``,
@@ -206,13 +254,16 @@ def arrays_by_path(tree) -> dict:
 
 
 def run_settings(system, method, dt, n_steps: int, save_every: int, observe: str, members: int, batched: bool,
-                 dtype, kernel: str, chunk: int, metadata: Optional[dict], stats: bool) -> dict:
-    """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers."""
+                 dtype, kernel: str, chunk: int, metadata: Optional[dict], stats: bool, state_ends=(False, False)) -> dict:
+    """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers.
+    ``state_ends``: whether the state observable's first and last saves are ``y0s`` and
+    ``final_state`` (not stored twice)."""
     return {"format": FORMAT, "lpjax": __version__, "system": summary(system), "system_arrays": array_digest(system),
             "system_array_paths": list(arrays_by_path(system)), "method": summary(method),
             "method_arrays": array_digest(method), "dt": float(dt), "n_steps": n_steps, "save_every": save_every,
             "observe": observe, "members": members, "batched_system": batched, "dtype": str(np.dtype(dtype)),
-            "kernel": kernel, "chunk_size": chunk, "stats": bool(stats), "metadata": metadata or {}}
+            "kernel": kernel, "chunk_size": chunk, "stats": bool(stats), "state_ends": [bool(e) for e in state_ends],
+            "metadata": metadata or {}}
 
 
 def fingerprint(settings: dict) -> str:
@@ -284,7 +335,7 @@ class Store:
             raise PermissionError(f"ensemble: cannot write the store at {path}: {e}") from None
         group = zarr.open_group(path, mode="w", attributes=attrs)
         for name, (shape, dtype) in shapes.items():
-            group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *shape[1:]), fill_value=0,
+            group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *(max(1, s) for s in shape[1:])), fill_value=0,
                                compressors=_compressors(dtype))
         for name, a in fixed.items():
             group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=a.shape, fill_value=0,
@@ -302,6 +353,16 @@ class Store:
         """The finished store's :class:`EnsembleSolution`, from the arrays opened here (the
         attributes read again)."""
         return _solution(self.path, self.array)
+
+
+def with_state_ends(observables: dict, ends, y0s, final_state) -> dict:
+    """``observables`` with the state observable made whole (a :class:`StateSaves`) where its
+    first and/or last saves (``ends``: two flags, as a run's settings ``state_ends`` say) are
+    ``y0s`` and ``final_state``."""
+    if not ends or not any(ends):
+        return observables
+    return {**observables, "state": StateSaves(y0s if ends[0] else None, observables["state"],
+                                               final_state if ends[1] else None)}
 
 
 def stored_chunk_size(path) -> Optional[int]:
@@ -325,7 +386,7 @@ def open_ensemble(path: str) -> EnsembleSolution:
         kind = "a file" if os.path.isfile(path) else ("a directory without zarr.json" if os.path.isdir(path) else "missing")
         raise ValueError(f"{path} is {kind}; expected {what}")
     group = zarr.open_group(path, mode="r")
-    if group.attrs.get("format") not in (FORMAT, "lpjax.ensemble/1"):
+    if group.attrs.get("format") not in _READABLE:
         raise ValueError(f"{path} is a zarr store but not an lpjax ensemble store (format {group.attrs.get('format')!r}); "
                          f"expected {what}")
     return _solution(path, group.__getitem__)
@@ -341,13 +402,16 @@ def _solution(path: str, array) -> EnsembleSolution:
     if not done.all():
         raise ValueError(f"{path} is unfinished: {int((~done.astype(bool)).sum())} of {done.size} chunks missing "
                          "(run the same ensemble again with resume=True, or --resume from the command line)")
+    y0s = array("y0s") if attrs.get("format") != "lpjax.ensemble/1" else None
+    observables = {k: array(f"observables/{k}") for k in attrs["observables"]}
+    observables = with_state_ends(observables, attrs.get("state_ends"), y0s, array("final_state"))
     return EnsembleSolution(
         ts=np.asarray(array("ts")[:]),
-        observables={k: array(f"observables/{k}") for k in attrs["observables"]},
+        observables=observables,
         final_state=array("final_state"), result=array("result"),
         stats=Statistics({k: array(f"stats/{k}") for k in (STATS if attrs.get("stats", True) else STATS[-1:])}),
         store=path, chunk_size=int(attrs["chunk_size"]),
-        y0s=array("y0s") if attrs.get("format") == FORMAT else None,
+        y0s=y0s,
         system_arrays={k: array(f"system/{k}") for k in attrs.get("system_array_paths", [])},
         settings=attrs,
     )
