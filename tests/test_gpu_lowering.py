@@ -228,9 +228,11 @@ def test_the_suris_step_does_the_maps_own_arithmetic(dtype):
     assert _ratio("Suris", dtype) <= 1.25
 
 
-@pytest.mark.xfail(reason="measured 2175 operations a step against the hand kernel's 1215 (1.79x): 84 an "
-                          "iteration against 57 through the matrices; the so(3) closed form (48 an iteration, "
-                          "1.08x) is not in yet (it made the scan kernel's bits depend on XLA's shapes)",
-                   strict=True)
-def test_the_moser_veselov_step_does_the_maps_own_arithmetic():
-    assert _ratio("Moser-Veselov", np.float64) <= 1.25
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_moser_veselov_step_does_the_maps_own_arithmetic(dtype):
+    """The so(3) Legendre equation in its closed vector form, no per-step finiteness test,
+    statistics only when asked: within 1.25× the hand kernel's operations per step, its 20
+    iterations and the rest (measured 1311 against 1215, 1.08×: 48 an iteration against 57,
+    351 in the rest against 75, where the update is fᵀMf as matrices; 3174 at first, 2175
+    through the matrices)."""
+    assert _ratio("Moser-Veselov", dtype) <= 1.25
