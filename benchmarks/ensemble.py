@@ -16,8 +16,8 @@ body-steps per second: the median of the second and later calls, up to 15 of the
 * ``lpjax.ensemble(kernel="entries")``: the member program entry by entry over each block (every
   value a vector over the members, the layout of the numba loop);
 * ``lpjax.ensemble(kernel="native")``: the member program compiled by LLVM (llvmlite) into
-  one function, member loops vectorized across members (``lpjax._ensemble._native``), with its compile
-  time (first call minus second); and, in two fresh processes sharing an empty cache
+  one function, member loops vectorized across members (``lpjax._ensemble._kernels._native``), with
+  its compile time (first call minus second); and, in two fresh processes sharing an empty cache
   directory, the first call of GL4 on the heavy top (the first process compiles, the second
   loads the object code from disk);
 * ``jax.vmap(lpjax.integrate)`` (the user's path before ``ensemble``), keeping the final state;

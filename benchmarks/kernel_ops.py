@@ -47,7 +47,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 import lpjax
-from lpjax._ensemble._fused import printing_triton_ir
+from lpjax._ensemble._kernels._fused import printing_triton_ir
 from lpjax.systems import lagrange_top, rigid_body
 
 BLOCK, N, N_STEPS, SAVE_EVERY = 256, 512, 100, 25

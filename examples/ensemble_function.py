@@ -25,7 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import lpjax  # noqa: E402
-from lpjax._ensemble._fused import printing_triton_ir  # noqa: E402
+from lpjax._ensemble._kernels._fused import printing_triton_ir  # noqa: E402
 from lpjax.systems import rigid_body  # noqa: E402
 
 

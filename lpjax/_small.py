@@ -37,8 +37,8 @@ _ENTRYWISE = contextvars.ContextVar("lpjax_entrywise_solves", default=False)
 @contextlib.contextmanager
 def entrywise_solves() -> Iterator[None]:
     """Within it, :func:`solve_small` and :func:`logdet_spd` trace to unrolled scalar code
-    (no LU primitive), as the entrywise evaluator (:mod:`lpjax._ensemble._soa`) and the fused kernel need;
-    outside it they are LAPACK calls. Both are set while those trace a member's program. The
+    (no LU primitive), as the entrywise evaluator (:mod:`lpjax._ensemble._kernels._entrywise`) and
+    the fused kernel need; outside it they are LAPACK calls. Both are set while those trace a member's program. The
     unrolled code takes longer to compile under ``vmap``/``scan`` (measured: a rubber-sphere
     GL4 test, 11 s against 29 s), so it is kept to where it is needed."""
     token = _ENTRYWISE.set(True)
@@ -187,8 +187,8 @@ def solve(A: Mat, B: Mat, pivot: bool = False) -> Mat:
     LAPACK call, or row operations on a small array, cost mostly call overhead (measured on
     CPU for 6 × 6: 0.13 µs, against 0.36 µs for an LU factorisation and 0.94 µs for the same
     elimination on the array), and they run entry by entry in a fused GPU kernel
-    (:mod:`lpjax._ensemble._soa`), where an LU is a primitive of its own. Constant 0/1 entries (an
-    identity ``B``) are skipped. The code grows as m³: use it up to m ≈ 8 (at 12 the compile
+    (:mod:`lpjax._ensemble._kernels._entrywise`), where an LU is a primitive of its own. Constant
+    0/1 entries (an identity ``B``) are skipped. The code grows as m³: use it up to m ≈ 8 (at 12 the compile
     takes seconds and the run is slower than :func:`gauss_jordan`); :func:`solve_small`
     picks.
     """

@@ -17,7 +17,7 @@ import pytest
 
 import lpjax
 from lpjax import lagrangians
-from lpjax._ensemble._fused import printing_triton_ir
+from lpjax._ensemble._kernels._fused import printing_triton_ir
 from lpjax.systems import (
     clebsch_case, lagrange_top, rigid_body, rigid_body_n, rubber_chaplygin_sphere, veselova,
 )

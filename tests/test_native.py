@@ -1,5 +1,5 @@
-"""kernel="native": the member program compiled into one CPU loop (lpjax._ensemble._native, LLVM through
-llvmlite) gives the scan kernel's states, observables, result codes and statistics for every
+"""kernel="native": the member program compiled into one CPU loop (lpjax._ensemble._kernels._native,
+LLVM through llvmlite) gives the scan kernel's states, observables, result codes and statistics for every
 method family, does not depend on the thread count, the chunk size or how loops are laid out,
 falls back to the scan once for what it cannot compile, loads a second process's kernel from
 the disk cache without compiling, and lpjax works as before without llvmlite."""
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import lpjax
-from lpjax._ensemble import _native
+from lpjax._ensemble._kernels._native import _run as _native
 from lpjax.systems import (
     clebsch_case, lagrange_top, rigid_body, rigid_body_n, rubber_chaplygin_sphere, veselova,
 )
@@ -129,7 +129,7 @@ def test_a_tested_value_is_left_to_the_end_only_when_its_inf_or_nan_lasts(last):
     does not keep x₂'s inf (3 / inf = 0): then every tested value is summed at each step."""
     from jax import lax
 
-    from lpjax._ensemble._native_rules import IR
+    from lpjax._ensemble._kernels._native._rules import IR
 
     ctx = IR(4)
     ctx.speculate = (ctx.slot(np.float64), np.dtype(np.float64))
@@ -258,7 +258,7 @@ _SECOND = """
 import jax, numpy as np
 jax.config.update("jax_enable_x64", True)
 import lpjax
-from lpjax._ensemble import _native
+from lpjax._ensemble._kernels._native import _run as _native
 from lpjax.systems import rigid_body
 if {forbid}:
     def _compile(source):

@@ -1,5 +1,5 @@
-"""The entrywise evaluator (lpjax._ensemble._soa): one member's program run over a block of members, each
-value a vector over the members, agrees with ``vmap`` (member axis last) for every method's own
+"""The entrywise evaluator (lpjax._ensemble._kernels._entrywise): one member's program run over a
+block of members, each value a vector over the members, agrees with ``vmap`` (member axis last) for every method's own
 step, for loops whose trip count differs between members, and refuses what it cannot run."""
 
 import re
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lpjax
-from lpjax._ensemble._soa import Unfusable, members_last
+from lpjax._ensemble._kernels._entrywise import Unfusable, members_last
 from lpjax.systems import heavy_top, lagrange_top, rigid_body, rigid_body_n
 
 B = 16
@@ -126,7 +126,7 @@ def test_small_solves_unroll_only_where_traced_entry_by_entry():
     """``solve_small``/``logdet_spd`` are LAPACK calls in a vmapped program (cheap to compile) and
     LU-free scalar code inside the entrywise trace; both give the same numbers."""
     from lpjax._small import logdet_spd, solve_small
-    from lpjax._ensemble._soa import trace
+    from lpjax._ensemble._kernels._entrywise import trace
 
     A = jnp.asarray(RNG.normal(size=(6, 6)) + 6 * np.eye(6))
     S, b = A @ A.T, jnp.asarray(RNG.normal(size=6))

@@ -11,11 +11,15 @@ with a resumable zarr store.
 * :mod:`._processes` — several processes (``jax.distributed``): shares, agreement, barriers,
   and the local launcher of ``lpjax ensemble --processes``;
 * :mod:`._store` — :class:`EnsembleSolution`, the zarr store and the run's settings;
-* :mod:`._kernel` — one member's program (``init``, ``advance``, ``observe``, ``summary``) and
-  the kernels that run a block of members: ``scan`` (``vmap``), ``entries`` (:mod:`._soa`,
-  :mod:`._soa_rules`), ``fused`` (Pallas, :mod:`._fused`) and ``native`` (LLVM,
-  :mod:`._native` with :mod:`._native_source`, :mod:`._native_rules`, :mod:`._native_loops`,
-  :mod:`._native_ir`).
+* :mod:`._kernel` — the contract between the run and its kernels: one member's program
+  (``init``, ``advance``, ``observe``, ``summary``), :class:`EnsembleFunction`, the kernel's
+  choice and the block loop that runs a block of members with one of the kernels: ``scan``
+  (``vmap``), ``entries``, ``fused`` or ``native``;
+* :mod:`._kernels` — the back ends, which import nothing of the run: the entrywise program
+  (:mod:`._kernels._entrywise`, :mod:`._kernels._entrywise_rules`) that ``entries`` runs and the
+  compiled kernels are built on, ``fused`` (Pallas, :mod:`._kernels._fused`) and ``native``
+  (LLVM, :mod:`._kernels._native`: its ``_run`` with ``_source``, ``_rules``, ``_loops``,
+  ``_ir``).
 """
 
 from ._api import (

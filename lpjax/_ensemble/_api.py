@@ -194,12 +194,12 @@ def ensemble(
 
             - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
             - ``"entries"``: the member program entry by entry over the block, in a scan
-              (:mod:`lpjax._ensemble._soa`: every value a vector over the members);
+              (:mod:`lpjax._ensemble._kernels._entrywise`: every value a vector over the members);
             - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
-              loop inside (:mod:`lpjax._ensemble._fused`); on CPU it runs in Pallas' interpret mode
+              loop inside (:mod:`lpjax._ensemble._kernels._fused`); on CPU it runs in Pallas' interpret mode
               (slow: for tests);
             - ``"native"`` (CPU, ``pip install 'lpjax[cpu]'``): the member program compiled
-              by LLVM into one function (:mod:`lpjax._ensemble._native`): chunks over the cores, the
+              by LLVM into one function (:mod:`lpjax._ensemble._kernels._native`): chunks over the cores, the
               time loop outside member loops that vectorize; cached on disk;
             - ``"auto"`` (default): ``"fused"`` on a GPU; on CPU ``"native"`` when llvmlite is
               installed (and one device is used), else ``"scan"``.

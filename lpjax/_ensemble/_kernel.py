@@ -4,10 +4,10 @@ same ``init/step`` and result codes as :func:`lpjax.integrate`) and the three wa
 over a block of members, all with the member axis last:
 
 * ``"scan"``: ``vmap`` of each piece, the time loop (``lax.scan``) outside the ``vmap``;
-* ``"entries"``: each piece entry by entry (:mod:`lpjax._ensemble._soa`), every value a vector over the
+* ``"entries"``: each piece entry by entry (:mod:`lpjax._ensemble._kernels._entrywise`), every value a vector over the
   block;
 * ``"fused"``: one Pallas (Triton) kernel per block with the whole time loop inside
-  (:mod:`lpjax._ensemble._fused`).
+  (:mod:`lpjax._ensemble._kernels._fused`).
 
 Blocks run one after the other (``lax.map``) within a call. :class:`EnsembleFunction` is the
 pure, jittable function of one chunk: members first in and out, padded to whole blocks inside.
@@ -26,15 +26,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from ._fused import run_fused
-from ._native import available as native_available
-from ._native import native_program, run_native, run_native_host
 from .._integrate import _Carry
 from .._checks import external_stacklevel
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
-from ._soa import Unfusable, members_last
+from ._kernels import Unfusable, members_last, native_available, native_program, run_fused, run_native, run_native_host
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
 

@@ -9,7 +9,7 @@ scatters turn into arithmetic on the entries, and loops (``scan``, ``while``) ca
 entries. This is the layout of a hand-written structure-of-arrays loop (members on the last
 axis, the time loop outside the member loop), and it is what a fused GPU kernel needs: every
 value in it is one vector over the block, which stays in registers
-(:mod:`lpjax._ensemble._fused`). Any method's own step runs this way, unchanged.
+(:mod:`lpjax._ensemble._kernels._fused`). Any method's own step runs this way, unchanged.
 
 Values that do not depend on the members (constants, index arithmetic) are evaluated at trace
 time as plain numpy arrays. A primitive this evaluator does not know raises
@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._small import entrywise_solves
-from ._soa_rules import (
+from ..._small import entrywise_solves
+from ._entrywise_rules import (
     _ELEMENTWISE, _MOVES, _REDUCERS, _SCATTERS, Context, Unfusable, _constant, _dot_general, _elementwise,
     _is_entries, _move, _reduce, _scatter_combine, _stacked, from_vectors, vectors,
 )

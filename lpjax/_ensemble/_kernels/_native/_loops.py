@@ -1,4 +1,4 @@
-"""The member program's loops in LLVM IR (:mod:`lpjax._ensemble._native`): ``scan`` as a counted loop,
+"""The member program's loops in LLVM IR (:mod:`lpjax._ensemble._kernels._native`): ``scan`` as a counted loop,
 ``while`` as a loop per member or, at the top of a member loop, as masked passes over the
 chunk, ``cond`` as selects or, around loops, as a branch."""
 
@@ -8,9 +8,9 @@ import jax.extend.core as jcore
 import numpy as np
 from jax import lax
 
-from ._native_ir import dtype_of, is_sym, lit, llvm_type
-from ._soa import Unfusable, _scan_operands, evaluate
-from ._soa_rules import _is_entries
+from .._entrywise import Unfusable, _scan_operands, evaluate
+from .._entrywise_rules import _is_entries
+from ._ir import dtype_of, is_sym, lit, llvm_type
 
 __all__ = ["CONTROL", "uses"]
 

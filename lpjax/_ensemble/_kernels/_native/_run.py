@@ -2,9 +2,9 @@
 programmer writes by hand.
 
 The member program (``init``, ``step``, ``observe``, ``summary``: the pieces of
-:class:`._kernel._Member`) is traced to jaxprs, and the entrywise evaluator of :mod:`._soa`
-runs over them with a context (:class:`._native_rules.IR`) that writes LLVM IR
-(:mod:`._native_source` writes the whole kernel): every array value of the member program
+:class:`lpjax._ensemble._kernel._Member`) is traced to jaxprs, and the entrywise evaluator of
+:mod:`lpjax._ensemble._kernels._entrywise` runs over them with a context (:class:`._rules.IR`) that
+writes LLVM IR (:mod:`._source` writes the whole kernel): every array value of the member program
 becomes an object array of scalar SSA values, every primitive on them one instruction, data
 movement with indices known at trace time moves names, and constants fold at trace time.
 llvmlite compiles the module for the host CPU (LLVM's ``O3`` pipeline with its loop
@@ -17,7 +17,7 @@ vectorizer) into one function, ``run_chunks``:
 * the time loop outside loops over the members, marked parallel (each iteration touches its
   own member) so that LLVM vectorizes them across members;
 * a loop of the member program (an implicit solve, fixed iterations) as passes over the chunk,
-  each a member loop (:mod:`lpjax._ensemble._native_loops`); a ``while`` as masked passes while any
+  each a member loop (:mod:`lpjax._ensemble._kernels._native._loops`); a ``while`` as masked passes while any
   member's condition holds (measured against a loop per member inside the member loop, which
   cannot vectorize: Moser–Veselov 3.5× faster, GL4 1.07–1.12×); values that cross from one
   member loop to a later one go through a scratch array of the chunk;
@@ -27,7 +27,7 @@ vectorizer) into one function, ``run_chunks``:
   statistics of an explicit step) neither loaded nor stored; ``(−x)·y`` written as ``−(x·y)`` so
   that the product is shared with ``x·y`` (a skew matrix's two triangles); and a conjunction of
   finiteness tests as one test that the sum of the ``x − x`` is not NaN. Each is exact;
-* an explicit step (no loops) runs speculatively between saves (:mod:`lpjax._ensemble._native_source`): its
+* an explicit step (no loops) runs speculatively between saves (:mod:`lpjax._ensemble._kernels._native._source`): its
   finiteness tests taken as passed, so that the result code and the failed-step count are
   neither loaded nor stored, while the tested values are summed (those whose inf or NaN would
   last in the carry only once, in the carry after the steps); a chunk whose sum is not finite
@@ -61,8 +61,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._native_source import source
-from ._soa import Unfusable, member_avals, trace_member
+from .._entrywise import Unfusable, member_avals, trace_member
+from ._source import source
 
 __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
 

@@ -1,8 +1,8 @@
-"""The entrywise rules of :mod:`lpjax._ensemble._soa`: how one primitive acts on values held as numpy
+"""The entrywise rules of :mod:`lpjax._ensemble._kernels._entrywise`: how one primitive acts on values held as numpy
 object arrays of member vectors (elementwise arithmetic, data movement with indices known at
 trace time, scatters, reductions over the state's axes, small ``dot_general``), and the
 member-vector helpers. The loops and the evaluator that dispatches to these are in
-:mod:`lpjax._ensemble._soa`."""
+:mod:`lpjax._ensemble._kernels._entrywise`."""
 
 from __future__ import annotations
 

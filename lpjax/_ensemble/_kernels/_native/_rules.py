@@ -1,10 +1,10 @@
-"""The code context of :mod:`._native`: the entrywise evaluator of :mod:`._soa` run with a
-context that writes LLVM IR, one instruction per scalar operation on SSA values
-(:class:`Sym`), ``scan`` and ``while`` as loops over stack slots (promoted to registers by
-LLVM), and ``cond`` as selects (as ``vmap`` does) or, around loops, as a branch. Operations
-follow XLA's semantics without reassociation or contraction (plain IEEE instructions, no
-fast-math flags): NaN-propagating ``max``/``min``, saturating float-to-int conversion, integer
-division by zero defined."""
+"""The code context of :mod:`lpjax._ensemble._kernels._native`: the entrywise evaluator of
+:mod:`lpjax._ensemble._kernels._entrywise` run with a context that writes LLVM IR, one
+instruction per scalar operation on SSA values (:class:`Sym`), ``scan`` and ``while`` as loops
+over stack slots (promoted to registers by LLVM), and ``cond`` as selects (as ``vmap`` does) or,
+around loops, as a branch. Operations follow XLA's semantics without reassociation or contraction
+(plain IEEE instructions, no fast-math flags): NaN-propagating ``max``/``min``, saturating
+float-to-int conversion, integer division by zero defined."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import jax
 import numpy as np
 from jax import lax
 
-from ._native_ir import Emitter, Sym, dtype_of, is_sym, lit, llvm_type
-from ._native_loops import CONTROL
-from ._soa import Unfusable
+from .._entrywise import Unfusable
+from ._ir import Emitter, Sym, dtype_of, is_sym, lit, llvm_type
+from ._loops import CONTROL
 
 __all__ = ["Sym", "IR"]
 
@@ -32,8 +32,8 @@ _BINARY = {lax.add: lax.add_p, lax.mul: lax.mul_p, lax.max: lax.max_p, lax.min: 
 
 
 class IR(Emitter):
-    """:class:`lpjax._ensemble._native_ir.Emitter` with the operations: each primitive on scalars as LLVM
-    instructions, and the member program's loops (:mod:`lpjax._ensemble._native_loops`)."""
+    """:class:`lpjax._ensemble._kernels._native._ir.Emitter` with the operations: each primitive on scalars as LLVM
+    instructions, and the member program's loops (:mod:`lpjax._ensemble._kernels._native._loops`)."""
 
     control = CONTROL
 
@@ -209,7 +209,7 @@ class IR(Emitter):
 
     def _float(self, name: str, a: list, dt, params: dict):
         if name == "is_finite":
-            if self.speculate is not None:  # taken as true, the operand summed (_native_source._speculated)
+            if self.speculate is not None:  # taken as true, the operand summed (_source._speculated)
                 self.tested.append(a[0])
                 if self.level:  # inside a loop of the member loop's body: summed here
                     self.sum_tested()
@@ -258,7 +258,7 @@ class IR(Emitter):
         regions (through operations whose result is inf or NaN when that operand is: IEEE
         +, −, ×, ÷ by their numerator, negation, abs, sqrt, float casts), if every float it
         loaded from its regions does too; else none. Such an inf or NaN then lasts to the end of
-        the steps, where the carry is tested (:func:`lpjax._ensemble._native_source._speculated`), so the
+        the steps, where the carry is tested (:func:`lpjax._ensemble._kernels._native._source._speculated`), so the
         value itself needs no test in every step."""
         seen, todo = set(), [v.name for (seg, _), v in self.held.items() if seg == self.segment and is_sym(v)]
         while todo:

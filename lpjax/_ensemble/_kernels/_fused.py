@@ -6,7 +6,7 @@ outputs and a batched system's arrays are members-last ``(entries, N)`` arrays w
 ``BlockSpec`` gives program ``i`` the columns ``i·block … (i+1)·block − 1``; the method's
 arrays and a shared system's arrays come whole (scalars). The member program (``init``, then
 ``n_save`` times ``advance`` (``save_every`` steps of the method's own step) and ``observe``,
-then ``summary``) runs entry by entry (:mod:`lpjax._ensemble._soa`), every value a vector over the
+then ``summary``) runs entry by entry (:mod:`lpjax._ensemble._kernels._entrywise`), every value a vector over the
 block, with the time loop inside the kernel: the state is loaded once, stays in registers for
 the whole run, and only the observables at the saves, the final state, the result codes and
 the statistics are stored. (A ``lax.scan`` over the ensemble reads and writes every component
@@ -40,7 +40,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-from ._soa import Context, evaluate, from_vectors, member_avals, trace_member, vectors
+from ._entrywise import Context, evaluate, from_vectors, member_avals, trace_member, vectors
 
 __all__ = ["run_fused", "printing_triton_ir"]
 

@@ -1,7 +1,7 @@
-"""The LLVM IR writer under :mod:`lpjax._ensemble._native`: scalar SSA values (:class:`Sym`), constants,
+"""The LLVM IR writer under :mod:`lpjax._ensemble._kernels._native`: scalar SSA values (:class:`Sym`), constants,
 and :class:`Emitter`, which holds the instructions, the stack slots, the scratch regions of a
-chunk and its member loops. The operations are :mod:`lpjax._ensemble._native_rules`; the loops of the
-member program :mod:`lpjax._ensemble._native_loops`."""
+chunk and its member loops. The operations are :mod:`lpjax._ensemble._kernels._native._rules`; the loops of the
+member program :mod:`lpjax._ensemble._kernels._native._loops`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._soa import Context, Unfusable
+from .._entrywise import Context, Unfusable
 
 __all__ = ["Sym", "Emitter", "lit", "llvm_type", "is_sym", "dtype_of", "ENTRY"]
 
@@ -66,7 +66,7 @@ def lit(x, dtype=None) -> str:
 
 class Emitter(Context):
     """The evaluator's context for LLVM IR (without its operations, which
-    :class:`lpjax._ensemble._native_rules.IR` adds): entries are :class:`Sym` values (or trace-time
+    :class:`lpjax._ensemble._kernels._native._rules.IR` adds): entries are :class:`Sym` values (or trace-time
     constants), and every operation appends instructions to :attr:`lines`. Stack slots go to
     :attr:`slots` (the entry block), declarations to :attr:`decls`, loop metadata to
     :attr:`meta`.

@@ -1,0 +1,20 @@
+"""The native CPU kernel (``kernel="native"``): the member program compiled by LLVM (through
+llvmlite) into one loop over chunks of members.
+
+* :mod:`._run` — the kernel: traced, compiled, cached on disk, loaded and called (its settings
+  ``CHUNK``, ``THREADS``, ``SPLIT``, ``SPECULATE_EVERY``, ``MAX_LINES`` live there);
+* :mod:`._source` — the LLVM IR of a whole kernel, ``run_chunks``;
+* :mod:`._rules` — the code context: the entrywise evaluator of
+  :mod:`lpjax._ensemble._kernels._entrywise` run with one instruction per scalar operation;
+* :mod:`._loops` — the member program's loops (``scan``, ``while``, ``cond``) in LLVM IR;
+* :mod:`._ir` — the IR writer: scalar SSA values, constants, blocks and member loops.
+"""
+
+from ._run import (
+    available as available,
+    native_program as native_program,
+    run_native as run_native,
+    run_native_host as run_native_host,
+)
+
+__all__ = ["available", "native_program", "run_native", "run_native_host"]
