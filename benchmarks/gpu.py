@@ -200,6 +200,8 @@ def main() -> None:
         raise SystemExit("benchmarks/gpu.py needs a GPU (JAX's default backend is %r); --smoke checks it on CPU"
                          % jax.default_backend())
     H.start()
+    if not args.smoke:
+        args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     top, rb = lagrange_top(3, frame="rest"), rigid_body(jnp.array(INERTIA))
     ht = heavy_top(jnp.array([1.0, 1.3, 0.7]), jnp.array([0.0, 0.0, 1.0]), 2.0)
@@ -212,6 +214,8 @@ def main() -> None:
                          throughput=N * n / t, gb_s=2 * N * d * np.dtype(dtype).itemsize * n / t / 1e9,
                          compile_s=st["first_call_s"] - t, **extra))
         H.log(f"{case} {np.dtype(dtype).name} N={N} {label}: {rows[-1]['throughput']:.3e} body-steps/s")
+        if not args.smoke:  # the rows so far, in case the run is cut short
+            H.write_json(args.out / "gpu.partial.json", {"rows": rows})
         return out
 
     for case, system, method, kind in [("Suris, Lagrange top", top, lpjax.SurisLagrangeTop(), "top"),
@@ -300,6 +304,7 @@ def main() -> None:
     meta = H.metadata("gpu", "quick" if args.quick else "full", [], {}, "")
     meta["device"] = device
     H.write_json(args.out / "gpu.json", {"metadata": meta, "rows": rows})
+    (args.out / "gpu.partial.json").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -232,7 +232,6 @@ def test_the_suris_step_does_the_maps_own_arithmetic(dtype):
 def test_the_moser_veselov_step_does_the_maps_own_arithmetic(dtype):
     """The so(3) Legendre equation in its closed vector form, no per-step finiteness test,
     statistics only when asked: within 1.25× the hand kernel's operations per step, its 20
-    iterations and the rest (measured 1311 against 1215, 1.08×: 48 an iteration against 57,
-    351 in the rest against 75, where the update is fᵀMf as matrices; 3174 at first, 2175
-    through the matrices)."""
+    iterations and the rest (measured 1204 against 1215, 0.99×: 48 an iteration against 57,
+    244 in the rest against 75; 3174 at first, 2175 through the matrices)."""
     assert _ratio("Moser-Veselov", dtype) <= 1.25

@@ -44,9 +44,10 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
     ``f = cay(X)`` is solved in Cayley coordinates by the implicit kernel with ``max_iters``
     fixed iterations preconditioned with the derivative at ``X = 0``
     (``X_jk ← X_jk − R_jk / (2(Λ_j + Λ_k))``); see :class:`GaussLegendre` for ``tol``. On
-    so(3) the equation is solved in its closed vector form (the axial vector of ``fΛ − Λfᵀ``:
-    48 operations an iteration in the fused GPU kernel against 84 through the matrices,
-    ``benchmarks/kernel_ops.py``), chosen by the algebra's structure.
+    so(3) the equation is solved, and M turned, in closed vector forms (the axial vector of
+    ``fΛ − Λfᵀ``; ``cay(−x̂)m``), chosen by the algebra's structure: 1204 operations a step in
+    the fused GPU kernel against 2175 through the matrices and 1215 for a hand-written kernel
+    (``benchmarks/kernel_ops.py``).
 
     Steps any system of :class:`FreeRigidBodyFamily` (so(n)* in a skew matrix basis, (−)
     bracket, an :class:`lpjax.AbstractFreeRigidBody` Hamiltonian whose ``mass_tensor`` agrees
@@ -135,18 +136,28 @@ class _Coordinates(NamedTuple):
 
     def update(self, x, yi):
         """``M_{k+1} = fᵀ M_k f`` with ``f = cay(x̂)``: ``(M_{k+1}, f)``, from the coordinates ``yi``
-        to the user's. As matrices also for so(3): the axial vector turned by ``fᵀ`` drifted the
-        Casimir |M|² by 9e-13 over 10⁴ steps (and the attitudes' orthogonality by 8e-13), the
-        matrix product by 3e-14 (measured, 8 bodies, dt = 0.1)."""
+        to the user's. On so(3) the axial vector turned by ``fᵀ = cay(−x̂)`` in its small-part
+        form ``m + c(x × (x × m) − x × m)``, ``c = 2/(1 + |x|²)`` (:func:`lpjax._small.cayley_apply`):
+        over 10⁴ steps of 0.1, 8 bodies, the Casimir |M|² drifted 2.5e-14 against 2.9e-14 for
+        the matrix product (the attitudes' orthogonality 4.9e-13 against 3.5e-14 with XLA's
+        default settings, 2.7e-13 against 1.1e-13 without contraction: roundoff either way);
+        the product ``fᵀ m`` with f's entries drifted 9e-13. As matrices above so(3)."""
         g = self.frame.algebra
         P = self.P
+        if self.cross:  # so3 coordinates: M_{k+1} = fᵀ M_k = cay(−x̂) M_k
+            M1 = sm.cayley_apply(sm.hat(sm.unstack(-x), _SO3_BASIS), sm.unstack(yi))
         if P is not None:  # x in so3 coordinates, the matrices in the frame's: the same f
             x = sm.stack(sm.const_mv(P.T, sm.unstack(x)))
             yi = sm.stack(sm.const_mv(P.T, sm.unstack(yi)))
+            M1 = sm.const_mv(P.T, M1)
         f = sm.cayley(sm.hat(sm.unstack(x), g.matrix_basis))
-        Mk = sm.hat(sm.unstack(yi), g.matrix_basis)
-        M1 = sm.stack(sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), g.vee_matrix))
-        return self.frame.momentum_out(M1), sm.stack_matrix(f)
+        if not self.cross:
+            Mk = sm.hat(sm.unstack(yi), g.matrix_basis)
+            M1 = sm.vee(sm.mm(sm.mm(sm.transpose(f), Mk), f), g.vee_matrix)
+        return self.frame.momentum_out(sm.stack(M1)), sm.stack_matrix(f)
+
+
+_SO3_BASIS = so3().matrix_basis
 
 
 @functools.lru_cache(maxsize=64)
