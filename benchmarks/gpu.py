@@ -21,8 +21,9 @@ every state at every step, which is what the scan path does and the fused kernel
   kernel's (``ensemble_function`` on the device): the bandwidth ensemble's copies reach;
 * the same two maps at the largest N and 10³ and 10⁴ steps: ``lpjax.ensemble`` (fused) against
   the jitted ``ensemble_function`` on the device (``ratio_to_ensemble_function``: what
-  ``ensemble``'s host traffic costs) and the CUDA kernel, and over every GPU of the machine when
-  it has several;
+  ``ensemble``'s host traffic costs), the CUDA kernel and the hand-written Pallas kernel of
+  ``benchmarks/kernel_ops.py`` (what Pallas and Triton make of the map's own arithmetic), and
+  over every GPU of the machine when it has several;
 * GL4 (``GaussLegendre(2)``) on the rigid body and the heavy top at N = 10⁵, 10⁶ (float64):
   ``lpjax.ensemble`` (fused and scan) against diffrax ``Tsit5`` under ``vmap`` with the same
   steps, with each one's largest relative Casimir drift.
@@ -166,6 +167,23 @@ def _longer_runs(add, rows, case, system, method, kind: str, N: int, args, on_gp
                 call = _cuda(kind, dtype, n)
                 Y0 = cp.asarray(np.ascontiguousarray(y0s.T))
                 add(case, N, n, d, dtype, "CUDA kernel (the limit)", lambda: call(Y0.copy()))
+                hand, padded = _hand_pallas(kind, dtype, n), jnp.asarray(np.resize(y0s, (-(-N // 256) * 256, d)))
+                add(case, N, n, d, dtype, "hand-written Pallas kernel (kernel_ops.py)",
+                    lambda: jax.block_until_ready(hand(padded)))
+
+
+def _hand_pallas(kind: str, dtype, n: int):
+    """The hand-written Pallas kernel of ``benchmarks/kernel_ops.py`` for the map (its parameters
+    passed at run time), jitted: what Pallas and Triton make of the map's own arithmetic."""
+    import kernel_ops as K
+
+    lam = [0.5 * sum(INERTIA) - i for i in INERTIA]
+    step, params = ((K._suris_step, [0.0, 0.0, 1.0, DT]) if kind == "top"
+                    else (lambda p, y: K._mv_step(p, y, 20), lam + [DT]))
+    d = 6 if kind == "top" else 3
+    f = jax.jit(K.hand_kernel(step, d, len(params), n, dtype, debug=False))
+    p = jnp.asarray(params, dtype)
+    return lambda y: f(y, p)
 
 
 def _casimir_drift(system, y0s, y1s) -> float:

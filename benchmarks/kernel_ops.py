@@ -195,9 +195,10 @@ def _gl4_step(p, M, iters: int):
     return tuple(m + dt * 0.5 * (F[0][k] + F[1][k]) for k, m in enumerate(M))
 
 
-def hand_kernel(step, d: int, n_params: int, n_steps: int, dtype, interpret: bool = False):
+def hand_kernel(step, d: int, n_params: int, n_steps: int, dtype, interpret: bool = False, debug: bool = True):
     """``f(y0s (N, d), params (n_params,)) -> final states (N, d)``: one Pallas kernel, 256 members
-    per program, the state in registers for all ``n_steps`` steps of ``step(params, state)``."""
+    per program (N a multiple of 256), the state in registers for all ``n_steps`` steps of
+    ``step(params, state)``; ``debug``: print the Triton IR (which :func:`step_counts` reads)."""
 
     def kernel(y_ref, p_ref, o_ref):
         p = tuple(p_ref[k] for k in range(n_params))
@@ -212,7 +213,7 @@ def hand_kernel(step, d: int, n_params: int, n_steps: int, dtype, interpret: boo
             in_specs=[pl.BlockSpec((d, BLOCK), lambda i: (0, i)), pl.BlockSpec((n_params,), lambda i: (0,))],
             out_specs=pl.BlockSpec((d, BLOCK), lambda i: (0, i)), interpret=interpret,
             compiler_params=None if interpret else plt.CompilerParams(num_warps=BLOCK // 32, num_stages=1),
-            debug=not interpret)(y0s.T, params)
+            debug=debug and not interpret)(y0s.T, params)
         return out.T
 
     return f

@@ -166,7 +166,8 @@ def ensemble(
             ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
             (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
         chunk_size: members per chunk, the unit of dispatch, storage, progress and resume
-            (default 16384 on CPU, 2²⁰ native or on an accelerator; at most N, and at most
+            (default 16384 on CPU, 2²⁰ native or on an accelerator, where the chunks are made
+            equal: N = 10⁷ runs as 10 chunks of 10⁶; at most N, and at most
             N / (processes × worker threads), 2048 at least on CPU; a resumed run keeps its
             store's). Within a chunk the members run in blocks of 2048 (CPU scan; time inside
             block, members last).

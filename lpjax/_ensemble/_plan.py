@@ -103,5 +103,7 @@ def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtyp
         if platform == "cpu":
             chunk = min(chunk, max(CPU_BLOCK, -(-members // (workers * processes))))
         chunk = min(chunk, -(-members // processes))
+        if platform != "cpu":  # chunks of equal size: the last one not padded to a whole chunk
+            chunk = -(-members // -(-members // chunk))
     return Plan(members, state_size, n_steps, save_every, np.dtype(dtype), batched, kernel, platform, devices, workers,
                 chunk, processes, process)
