@@ -177,7 +177,9 @@ def test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers(name, syst
     assert f.kernel == "fused" and f.platform == "gpu"  # chosen for the platform, on this CPU-only machine
     y0s = jnp.asarray(np.tile(np.asarray(y0, dtype), (N, 1)))
     hlo, ir = lower_for_cuda(f, y0s)
-    assert hlo.count("__gpu$xla.gpu.triton") == 1  # one Triton kernel: not the scan
+    # one Triton kernel (not the scan); for a method whose non-finite entries last, a second one,
+    # the steps as written, behind a lax.cond that runs it only if a member is not finite
+    assert hlo.count("__gpu$xla.gpu.triton") == (2 if method.nonfinite_lasts else 1)
     assert re.search(r"tt\.func public @\w+", ir)
     assert ("f64" in ir) == (dtype == np.float64)
     prof = loop_profile(ir)
@@ -185,6 +187,26 @@ def test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers(name, syst
     assert prof["live_loads_in_loops"] == 0, prof
     assert prof["stores_in_step_loop"] == 0, prof
     assert prof["stores_in_save_loop"] >= 1, prof  # the observables at each save
+
+
+@pytest.mark.parametrize("name, d, d_written", [("Suris rest n=3", 6, 6 + 2), ("Moser-Veselov so(3)", 3 + 2, 3 + 2)])
+def test_the_kernel_that_runs_carries_the_state_alone(name, d, d_written):
+    """The kernel that runs holds no replay: its loops (over the saves, over the steps) carry
+    the state alone, as a hand-written kernel's do (Moser–Veselov also its result code and
+    failed-step count: whether a solve converged is judged at every step), and it has no
+    ``while``. The steps as written are the second kernel's, run only if a member is not
+    finite at the end."""
+    _, system, method, y0 = next(c for c in CASES if c[0] == name)
+    f = lpjax.ensemble_function(system, method, 0.01, N_STEPS, save_every=SAVE_EVERY, platform="cuda")
+    _, ir = lower_for_cuda(f, jnp.asarray(np.tile(np.asarray(y0, np.float64), (N, 1))))
+    fast, written = ir.split("The Triton module for pallas_call")[1:3]
+
+    def carried(module):  # values carried by each scf.for, outermost first
+        return [m.group(1).count("tensor<") for m in re.finditer(r"scf\.for .*?-> \((.*?)\)", module)]
+
+    assert "scf.while" not in fast
+    assert carried(fast)[:2] == [d, d]
+    assert carried(written)[:2] == [d_written, d_written]  # Suris: the result code and failed-step count too
 
 
 # ------------------------------------------------------------------------------ the map's own arithmetic

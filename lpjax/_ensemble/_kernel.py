@@ -114,6 +114,10 @@ class _Member(eqx.Module):
     save_every: int = eqx.field(static=True)
     observe_fn: Callable
     stats: bool = eqx.field(static=True, default=True)
+    # for a method whose non-finite entries last: "save" tests the state after each save and
+    # replays a member that is not finite (see advance); "none" leaves the test to the caller,
+    # after the run (summary_and_finite; the fused kernel's); "written" runs the steps as written
+    replay: str = eqx.field(static=True, default="save")
 
     def system(self, dyn_m):
         return eqx.combine(dyn_m, self.static)
@@ -145,10 +149,12 @@ class _Member(eqx.Module):
         def run(c):
             return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), c, None, length=self.save_every)[0]
 
-        if not self.method.nonfinite_lasts:
+        if not self.method.nonfinite_lasts or self.replay == "written":
             return run(carry)
         with deferred_finiteness():
             fast = run(carry)
+        if self.replay == "none":
+            return fast
         state_axes = (lambda a: tuple(range(a.ndim - 1))) if batched else (lambda a: None)
         finite = [jnp.all(jnp.isfinite(a), axis=state_axes(a)) for a in jax.tree.leaves(fast.state)
                   if jnp.issubdtype(a.dtype, jnp.inexact)]
@@ -186,6 +192,14 @@ class _Member(eqx.Module):
             stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
                      "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps, **stats}
         return y, carry.result._value, stats
+
+    def summary_and_finite(self, dyn_m, carry):
+        """:meth:`summary`, and whether the state is finite (int32 1 or 0): with ``replay="none"``
+        a member that met an inf or NaN on the way still has one at the end (the method's
+        non-finite entries last)."""
+        leaves = [a for a in jax.tree.leaves(carry.state) if jnp.issubdtype(a.dtype, jnp.inexact)]
+        finite = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(a)) for a in leaves])
+        return (*self.summary(dyn_m, carry), finite.astype(jnp.int32))
 
 
 def _members_last(fn, batched: bool, kernel: str):

@@ -29,6 +29,7 @@ method's, dt) passed in as a kernel input: a kernel cannot close over traced val
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -103,7 +104,8 @@ def _programs(member, dyn, state: jax.ShapeDtypeStruct, batched: bool) -> _Progr
 
     advance_j, _ = trace_member(on_carry("advance"), mem_avals, dyn_avals, carry_avals)
     observe_j, obs_shape = trace_member(program("observe"), mem_avals, dyn_avals, carry_shape)
-    summary_j, sum_shape = trace_member(program("summary"), mem_avals, dyn_avals, carry_shape)
+    summary = "summary_and_finite" if member.replay == "none" else "summary"
+    summary_j, sum_shape = trace_member(program(summary), mem_avals, dyn_avals, carry_shape)
     obs_avals, obs_tree = jax.tree.flatten(obs_shape)
     sum_avals, sum_tree = jax.tree.flatten(sum_shape)
     return _Programs(mem_leaves, dyn_leaves, mem_avals, dyn_avals, init_j, advance_j, observe_j, summary_j, carry_avals,
@@ -158,7 +160,24 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
     """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
     the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
     ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
-    members on the first axis, like the scan path."""
+    members on the first axis, like the scan path.
+
+    For a method whose non-finite entries last, the kernel runs the steps without testing
+    them (``replay="none"``) and says which members' states are finite at the end; if one is
+    not, the whole call runs again as written (``replay="written"``, a second kernel behind a
+    ``lax.cond``), so that codes and counts are those of the steps as written. The replay is
+    thus not in the kernel that runs: a kernel holding it kept the start of every save and the
+    whole written step beside the fast loop."""
+    if not member.method.nonfinite_lasts:
+        return _run_fused(member, dyn, y0s, n_save, batched, block, platform)
+    (y_final, result, stats, finite), saved = _run_fused(dataclasses.replace(member, replay="none"), dyn, y0s, n_save,
+                                                         batched, block, platform)
+    return lax.cond(jnp.all(finite == 1), lambda: ((y_final, result, stats), saved),
+                    lambda: _run_fused(dataclasses.replace(member, replay="written"), dyn, y0s, n_save, batched, block,
+                                       platform))
+
+
+def _run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
     B, d = y0s.shape
     state = jax.ShapeDtypeStruct((d,), y0s.dtype)
     p = _programs(member, dyn, state, batched)
