@@ -31,7 +31,7 @@ from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, res
 from ._plan import Plan, make_plan
 from ._results import Results
 from ._store import EnsembleSolution, open_ensemble, stored_chunk_size
-from ._validate import Inputs, check_members, check_schedule, observe_fn, validated
+from ._validate import Inputs, check_members, check_schedule, observe_fn, observe_nothing, validated
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
@@ -229,13 +229,16 @@ def ensemble(
     observe_name, observe_f = observe_fn(observe)
     fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
                         plan.platform, plan.dtype, plan.batched, stats)
+    ends = _state_ends(fn, inp, observe_name, plan.n_save)
+    keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
+    if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
+        fn, keep = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_nothing,
+                                  plan.kernel, plan.platform, plan.dtype, plan.batched, stats), None
     fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),  # the kernel that runs
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(inp.system, eqx.is_array)) if plan.batched else None)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
-    ends = _state_ends(fn, inp, observe_name, plan.n_save)
     results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends)
-    keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
     _run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)
 

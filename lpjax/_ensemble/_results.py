@@ -89,8 +89,8 @@ class Results:
         write into (None with a store)."""
         if self.arrays is None:
             return None
-        rows = slice(idx.start - self.lo, idx.stop - self.lo)
-        return {k: a[rows] for k, a in self.arrays.items()}
+        rows = slice(idx.start - self.lo, idx.stop - self.lo)  # (saves of nothing: not the kernel's)
+        return {k: a[rows] for k, a in self.arrays.items() if np.prod(a.shape[1:]) > 0}
 
     def save(self, k: int, lo: int, outs) -> None:
         """Chunk ``k``'s outputs (members from ``lo``), in a store with its inputs, then its flag."""

@@ -17,7 +17,7 @@ import numpy as np
 from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
 from .._integrator import AbstractIntegrator
 
-__all__ = ["Inputs", "validated", "observe_fn", "check_members", "check_schedule", "first_member"]
+__all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member"]
 
 
 # -------------------------------------------------------------------------------- observables
@@ -33,6 +33,12 @@ def _observe_casimirs(system, y):
 
 def _observe_energy(system, y):
     return {"energy": system.energy(y)}
+
+
+def observe_nothing(system, y):
+    """No observable: what the kernel observes when the state's saves are all ``y0s`` and
+    ``final_state`` (:func:`lpjax.ensemble`'s default)."""
+    return {}
 
 
 _BUILTIN = {None: _observe_state, "state": _observe_state, "casimirs": _observe_casimirs, "energy": _observe_energy}
