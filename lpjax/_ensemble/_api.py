@@ -122,7 +122,7 @@ def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: O
     return _kept(outs, keep)
 
 
-def _state_ends(fn: EnsembleFunction, inp: Inputs, observe_name: str, n_save: int) -> tuple[bool, bool]:
+def _state_ends(fn: EnsembleFunction, inp: Inputs, observe_name: str) -> tuple[bool, bool]:
     """Whether the state observable's first and last saves are ``y0s`` and ``final_state`` (so
     not stored twice): the last always, the first where the method observes its initial state
     as given (:meth:`_Member.starts_as_given`)."""
@@ -229,7 +229,7 @@ def ensemble(
     observe_name, observe_f = observe_fn(observe)
     fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
                         plan.platform, plan.dtype, plan.batched, stats)
-    ends = _state_ends(fn, inp, observe_name, plan.n_save)
+    ends = _state_ends(fn, inp, observe_name)
     keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
     if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
         fn, keep = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_nothing,
@@ -276,7 +276,7 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
     Otherwise (a device, or several): a pipeline. This thread starts chunk k + 1 on the device
     (:func:`_dispatch`: inputs copied, kernel queued, copies back begun) before it hands chunk
     k to a writer thread (:func:`_collect`), which waits for its outputs and writes them into
-    the results (host arrays allocated once, or the store). At most two chunks are in flight."""
+    the results (host arrays allocated once, or the store). At most three chunks are in flight."""
     dyn = eqx.filter(inp.system, eqx.is_array)
     todo = results.chunks
     show = sys.stderr.isatty() and plan.process == 0 if progress is None else bool(progress)
@@ -307,7 +307,7 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
             lo, hi, idx, y0s, dyn_k = _inputs(plan, inp, dyn, k)
             outs = (_kept(fn.host(y0s, dyn_k, results.into(idx)), keep) if plan.kernel == "native"
                     else _run_chunk(fn, jnp.asarray(y0s), dyn_k, plan.devices, keep))  # native: into the result's arrays
-            results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
+            _collect(results, k, lo, hi, outs)
 
         if todo:  # the first chunk alone: it compiles
             compute(todo[0])
