@@ -11,7 +11,7 @@ import pytest
 
 import lpjax
 from lpjax._ensemble import _api, _plan
-from lpjax._ensemble._store import StateSaves
+from lpjax._ensemble._state_saves import StateSaves
 from lpjax.systems import rigid_body
 
 RB = rigid_body(jnp.array([1.0, 2.0, 3.0]))

@@ -22,8 +22,8 @@ from ._plan import Plan
 from ._processes import Group
 from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
-    with_state_ends,
 )
+from ._state_saves import with_state_ends
 from ._validate import Inputs, first_member
 
 __all__ = ["Results"]
