@@ -175,14 +175,13 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
         # in the updates: one division per entry, not two)
         inv_w = 1 / (1 + jnp.maximum(jnp.abs(z), scale))
 
-        def sized(z):
+        def sized(carry, _):  # (z, e of the last update, e of the one before)
+            z, e, _ = carry
             dz = update(g(z), z)
-            return z - dz, sm.max_entry(jnp.abs(dz) * inv_w)
+            return (z - dz, sm.max_entry(jnp.abs(dz) * inv_w), e), None
 
-        e_prev = init[3]
-        if max_iters >= 2:
-            z, e_prev = sized(z)
-        z, e = sized(z)
+        # a loop of its own (two short passes over a chunk in the native kernel, not one long one)
+        (z, e, e_prev), _ = jax.lax.scan(sized, (z, inf, inf), None, length=min(2, max_iters), unroll=unroll)
         iterations = jnp.asarray(max_iters, jnp.int32)
     if fallback is not None:
         z, iterations, e, e_prev = _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body,

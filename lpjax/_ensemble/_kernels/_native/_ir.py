@@ -88,6 +88,8 @@ class Emitter(Context):
         self.segment, self.level, self.i, self.tag, self.loops = None, 0, None, "", 0
         self.seg_i, self.seg_tag, self.spills, self.reloads, self.spilled, self.reloaded = {}, {}, {}, {}, {}, {}
         self.held = {}  # (member loop, region) -> the value the region holds there
+        self.origin, self.version, self.stores = {}, {}, 0  # see here()
+        self.direct, self.pins, self.marks = {}, {}, []  # marks: the member loops before each open counted loop
         self.hoisted = []  # the entry block's operations on values of the whole run
 
     def emit(self, line: str) -> None:
@@ -192,13 +194,19 @@ class Emitter(Context):
         if np.dtype(dtype) == np.bool_:
             return self.op("icmp ne", self.fetch(region, np.int64), 0, np.int64, np.bool_)
         loaded = self.load(self.element(region, dtype), dtype, array=True)
-        return self.new(f"freeze {llvm_type(dtype)} {loaded.name}", dtype)
+        v = self.new(f"freeze {llvm_type(dtype)} {loaded.name}", dtype)
+        self.origin[v.name] = (region, self.version.get(region, 0))
+        return v
 
     def keep(self, x, region: int, dtype) -> None:
         """Store ``x`` as this member's value in ``region`` (see :meth:`fetch`)."""
         if np.dtype(dtype) == np.bool_:
             x, dtype = self.cast(x, np.int64), np.int64
         self.store(x, self.element(region, dtype), dtype, array=True)
+        self.stores += 1
+        self.version[region] = self.stores
+        for key in self.pins.pop((self.segment, region), ()):  # read before this store: through the spill
+            del self.direct[key]
 
     def put(self, regions, values, avals) -> None:
         """``values`` into ``regions``, except where a region already holds that very value in this
@@ -216,25 +224,45 @@ class Emitter(Context):
 
     def here(self, x):
         """``x`` usable in the current member loop: a value of an earlier one is stored to the
-        scratch at the end of that loop and loaded at the top of this one."""
+        scratch at the end of that loop and loaded at the top of this one, or, when ``x`` was
+        itself loaded from a region that no store has touched since, loaded from that region
+        again (a carry entry that the loops between leave alone passes through without a copy),
+        unless this loop runs again with ``x`` unchanged and stores into that region later."""
         if not is_sym(x) or x.seg is None or x.seg == ENTRY or x.seg == self.segment:
             return x
         key = (x.name, self.segment)
         if key not in self.reloaded:
-            if x.name not in self.spilled:
-                k = self.spilled[x.name] = self.region()
-                base, at = self.fresh("a"), self.fresh("a")
-                t = llvm_type(x.dtype)
-                self.spills[x.seg] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * k}",
-                                       f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.seg_i[x.seg].name}",
-                                       f"  store {t} {x.name}, ptr %{at}{self.seg_tag[x.seg]}"]
-            k, t = self.spilled[x.name], llvm_type(x.dtype)
-            base, at, v = self.fresh("a"), self.fresh("a"), Sym(f"%{self.fresh()}", x.dtype, self.segment)
-            self.reloads[self.segment] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * k}",
-                                           f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.i.name}",
-                                           f"  {v.name} = load {t}, ptr %{at}{self.tag}"]
+            v = Sym(f"%{self.fresh()}", x.dtype, self.segment)
+            self.reloads[self.segment].append((x, v))
             self.reloaded[key] = v
+            region, version = self.origin.get(x.name, (None, None))
+            if region is not None and self.version.get(region, 0) == version:
+                self.direct[key] = region
+                if any(mark >= x.seg for mark in self.marks):  # this loop repeats with x unchanged
+                    self.pins.setdefault((self.segment, region), []).append(key)
+                self.held.setdefault((self.segment, region), v)
         return self.reloaded[key]
+
+    def _traffic(self) -> None:
+        """The reload lines of every member loop, and the spill lines of the values they need."""
+        lines = {seg: [] for seg in self.reloads}
+        for seg, pairs in self.reloads.items():
+            for x, v in pairs:
+                region, t = self.direct.get((x.name, seg)), llvm_type(x.dtype)
+                if region is None:
+                    if x.name not in self.spilled:
+                        k = self.spilled[x.name] = self.region()
+                        base, at = self.fresh("a"), self.fresh("a")
+                        self.spills[x.seg] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * k}",
+                                               f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.seg_i[x.seg].name}",
+                                               f"  store {t} {x.name}, ptr %{at}{self.seg_tag[x.seg]}"]
+                    region = self.spilled[x.name]
+                base, at, raw = self.fresh("a"), self.fresh("a"), self.fresh("a")
+                lines[seg] += [f"  %{base} = getelementptr i8, ptr %scratch, i64 {8 * self.chunk * region}",
+                               f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.seg_i[seg].name}",
+                               f"  %{raw} = load {t}, ptr %{at}{self.seg_tag[seg]}",
+                               f"  {v.name} = freeze {t} %{raw}"]
+        self.reloads = lines
 
     def members(self, body: Callable[[], None]) -> None:
         """``body()`` for each member of the chunk (see the class docstring)."""
@@ -280,6 +308,7 @@ class Emitter(Context):
 
     def text(self) -> list:
         """:attr:`lines` with the scratch traffic between member loops in place."""
+        self._traffic()
         out = []
         for line in self.lines:
             if isinstance(line, tuple):
@@ -313,7 +342,9 @@ class Emitter(Context):
         go = self.new(f"icmp slt i64 {i.name}, {lit(length, np.int64)}", np.bool_)
         self.emit(f"br i1 {go.name}, label %{tag}b, label %{tag}x")
         self.label(f"{tag}b")
+        self.marks.append(self.loops)
         body(i)
+        self.marks.pop()
         self.store(self.op("add", i, 1, np.int64), counter, np.int64)
         self.emit(f"br label %{tag}h{meta}")
         self.label(f"{tag}x")
