@@ -111,8 +111,9 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     ``early_exit``, ``z`` is the iterate before the last two updates) and the
     observed contraction rate ``θ = e_k / e_{k−1}``, the error left after the last update is
     about ``θ/(1 − θ) · e_k``, or ``e_k`` itself when ``θ ≥ ½`` or after a single update
-    (Hairer & Wanner, *Solving ODEs II*, IV.8; diffrax's ``VeryChord``). ``error`` is that
-    estimate divided by ``tol``: the solve is accepted when it is ≤ 1.
+    (Hairer & Wanner, *Solving ODEs II*, IV.8; diffrax's ``VeryChord``). The solve is accepted
+    when it is ≤ ``tol``, tested without dividing (``below``); ``error`` is 0 when accepted, 2
+    when not, NaN when the last update is not finite.
 
     With ``early_exit`` the loop (a ``while_loop``) runs until the estimate is at roundoff
     (≤ ε of the dtype), or is accepted (≤ ``tol``) and the updates stop shrinking (``θ ≥ 1``:
@@ -159,10 +160,6 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
 
     body = make_body(update, max_iters, fallback is not None and early_exit)
 
-    def estimate(e, e_prev):  # θ/(1 − θ)·e = e²/(e_prev − e) where θ < ½: one division
-        fast = jnp.isfinite(e_prev) & (2 * e < e_prev)
-        return jnp.where(fast, e * e / jnp.where(fast, e_prev - e, 1), e)
-
     inf = jnp.full((), jnp.inf, z0.dtype)
     init = (jnp.zeros((), jnp.int32), z0, jnp.asarray(max_iters + 1, jnp.int32), inf, inf, jnp.asarray(False))
     if early_exit:
@@ -186,9 +183,10 @@ def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, ear
     if fallback is not None:
         z, iterations, e, e_prev = _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body,
                                               fallback, fallback_iters)
-    est = estimate(e, e_prev)
-    # custom_root's JVP rule mishandles integer aux outputs: carry the count as a float
-    return z, (iterations.astype(z.dtype), est / tol)
+    # the verdict as an error: 0 accepted, 2 not, NaN where the last update is not finite (no
+    # division); custom_root's JVP rule mishandles integer aux outputs: the count as a float
+    verdict = jnp.where(below(e, e_prev, tol), 0, 2).astype(z.dtype) + (e - e)
+    return z, (iterations.astype(z.dtype), verdict)
 
 
 def _fall_back(g, z0, z, iterations, e, e_prev, below, tol, eps, make_body, fallback, fallback_iters):

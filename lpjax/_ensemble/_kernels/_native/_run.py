@@ -197,10 +197,11 @@ class _Program:
             scratch = np.empty(max(1, self.scratch), np.float64)
             kernel(bounds[w], bounds[w + 1], B, ctypes.addressof(args), scratch.ctypes.data)
 
-        if workers == 1:
-            run(0)
-        else:  # workers write disjoint rows; the machine code runs without the GIL
-            list(_pool(workers).map(run, range(workers)))
+        # workers write disjoint rows; the machine code runs without the GIL; this thread is worker 0
+        others = [_pool(workers - 1).submit(run, w) for w in range(1, workers)] if workers > 1 else []
+        run(0)
+        for f in others:
+            f.result()
         return self.unpack(outs)
 
     def unpack(self, outs):
