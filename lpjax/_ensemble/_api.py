@@ -28,6 +28,7 @@ from .._checks import cast_floats, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel
+from .._memo import by_identity
 from ._plan import Plan, make_plan
 from ._results import Results
 from ._store import EnsembleSolution, open_ensemble, stored_chunk_size
@@ -122,15 +123,29 @@ def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: O
     return _kept(outs, keep)
 
 
-def _state_ends(fn: EnsembleFunction, inp: Inputs, observe_name: str) -> tuple[bool, bool]:
-    """Whether the state observable's first and last saves are ``y0s`` and ``final_state`` (so
-    not stored twice): the last always, the first where the method observes its initial state
-    as given (:meth:`_Member.starts_as_given`)."""
-    if observe_name != "state":
-        return False, False
-    dyn = eqx.filter(inp.system, eqx.is_array)
-    one = jax.tree.map(lambda a: a[0], dyn) if inp.batched else dyn
-    return fn.member.starts_as_given(one, inp.y_one), True
+@by_identity
+def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool):
+    """``(fn, ends, keep)``: the chunk function that runs (the plan's kernel, or the scan where
+    it cannot run the member program); whether the state observable's first and last saves are
+    ``y0s`` and ``final_state`` (so not stored twice: the last always, the first where the
+    method observes its initial state as given, :meth:`_Member.starts_as_given`); and the saves
+    of the state the kernel returns (None: all, or no observable at all when none is left)."""
+    def make(observe):
+        return _make_function(system, method, dt, plan.n_steps, plan.save_every, observe, plan.kernel, plan.platform,
+                              plan.dtype, plan.batched, stats)
+
+    fn, ends = make(observe_f), (False, False)
+    if observe_name == "state":
+        dyn = eqx.filter(system, eqx.is_array)
+        one = jax.tree.map(lambda a: a[0], dyn) if plan.batched else dyn
+        ends = fn.member.starts_as_given(one, jax.ShapeDtypeStruct((plan.state_size,), plan.dtype)), True
+    keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
+    if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
+        fn, keep = make(observe_nothing), None
+    fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),
+                     jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
+                                  eqx.filter(system, eqx.is_array)) if plan.batched else None)
+    return fn, ends, keep
 
 
 def ensemble(
@@ -227,16 +242,7 @@ def ensemble(
     plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
                      jax.process_count(), jax.process_index())
     observe_name, observe_f = observe_fn(observe)
-    fn = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_f, plan.kernel,
-                        plan.platform, plan.dtype, plan.batched, stats)
-    ends = _state_ends(fn, inp, observe_name)
-    keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
-    if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
-        fn, keep = _make_function(inp.system, inp.method, dt, plan.n_steps, plan.save_every, observe_nothing,
-                                  plan.kernel, plan.platform, plan.dtype, plan.batched, stats), None
-    fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),  # the kernel that runs
-                     jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
-                                  eqx.filter(inp.system, eqx.is_array)) if plan.batched else None)
+    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats))
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
     results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends)
     _run_chunks(plan, fn, inp, results, progress, keep)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -18,6 +19,7 @@ import numpy as np
 from .._algebra import LieAlgebra
 from .._integrator import RESULTS
 from .._version import __version__
+from .._memo import by_identity
 from ._state_saves import with_state_ends
 
 __all__ = ["EnsembleSolution", "open_ensemble"]
@@ -209,14 +211,20 @@ def arrays_by_path(tree) -> dict:
     return {re.sub(r"[^\w.\[\]-]", "_", jax.tree_util.keystr(k).lstrip(".")): np.asarray(a) for k, a in leaves}
 
 
+@by_identity
+def _described(system, method) -> dict:
+    return {"system": summary(system), "system_arrays": array_digest(system),
+            "system_array_paths": list(arrays_by_path(system)), "method": summary(method),
+            "method_arrays": array_digest(method)}
+
+
 def run_settings(system, method, dt, n_steps: int, save_every: int, observe: str, members: int, batched: bool,
                  dtype, kernel: str, chunk: int, metadata: Optional[dict], stats: bool, state_ends=(False, False)) -> dict:
     """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers.
     ``state_ends``: whether the state observable's first and last saves are ``y0s`` and
     ``final_state`` (not stored twice)."""
-    return {"format": FORMAT, "lpjax": __version__, "system": summary(system), "system_arrays": array_digest(system),
-            "system_array_paths": list(arrays_by_path(system)), "method": summary(method),
-            "method_arrays": array_digest(method), "dt": float(dt), "n_steps": n_steps, "save_every": save_every,
+    return {"format": FORMAT, "lpjax": __version__, **copy.deepcopy(_described(system, method)), "dt": float(dt),
+            "n_steps": n_steps, "save_every": save_every,
             "observe": observe, "members": members, "batched_system": batched, "dtype": str(np.dtype(dtype)),
             "kernel": kernel, "chunk_size": chunk, "stats": bool(stats), "state_ends": [bool(e) for e in state_ends],
             "metadata": metadata or {}}

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
 from .._integrator import AbstractIntegrator
+from .._memo import by_identity
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member"]
 
@@ -155,6 +156,15 @@ class Inputs(NamedTuple):
     batched: bool
 
 
+@by_identity
+def _checked(system, method, rdtype, batched_system: bool, y_shape: tuple, dt):
+    """The system and method in ``rdtype``, checked against each other (one step of a state of
+    shape ``y_shape``, abstractly), and the batched system's N (None if not batched)."""
+    system, method = cast_floats((system, method), rdtype)
+    y_one = jax.ShapeDtypeStruct(y_shape, rdtype)
+    return system, method, check_members(system, method, batched_system, "ensemble", y_one, np.asarray(dt, rdtype))
+
+
 def validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_system: bool, metadata) -> Inputs:
     """:func:`lpjax.ensemble`'s inputs checked (clear errors naming what was expected)."""
     n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble")
@@ -165,9 +175,8 @@ def validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_syste
     y0s = np.asarray(y0s, dtype=rdtype)
     if y0s.ndim not in (1, 2):
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
-    system, method = cast_floats((system, method), rdtype)
     y_one = jnp.asarray(y0s if y0s.ndim == 1 else y0s[0])
-    system_n = check_members(system, method, batched_system, "ensemble", y_one, np.asarray(dt, rdtype))
+    system, method, system_n = _checked(system, method, rdtype, batched_system, y_one.shape, dt)
     if system_n is None and y0s.ndim == 1:
         raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
                          "parameters pass batched_system=True)")

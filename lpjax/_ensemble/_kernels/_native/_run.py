@@ -61,6 +61,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ...._memo import by_identity
 from .._entrywise import Unfusable, member_avals, trace_member
 from ._source import source
 
@@ -295,6 +296,15 @@ def native_program(member, dyn, d: int, dtype, n_save: int, batched: bool) -> No
 def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool, out=None):
     """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays,
     written into the arrays of ``out`` (a pytree of that layout) where they fit (no copy)."""
+    prog, mem_arrays, dyn_arrays = _host_program(member, dyn, y0s.shape[1], y0s.dtype, n_save, batched,
+                                                 (CHUNK, SPLIT, SPECULATE_EVERY))
+    return prog(y0s, mem_arrays, dyn_arrays, out)
+
+
+@by_identity
+def _host_program(member, dyn, d: int, dtype, n_save: int, batched: bool, settings: tuple):
+    """The program of :func:`run_native_host` and its arrays as numpy, remembered for the same
+    (immutable) member and system arrays and the module's ``settings`` (which build it)."""
     mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
-    prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched)
-    return prog(y0s, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves], out)
+    prog = _program(member, dyn_leaves, dyn_tree, d, np.dtype(dtype), n_save, batched)
+    return prog, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves]
