@@ -66,8 +66,9 @@ def _op(line: str) -> str | None:
 
 
 def loops(ir: str) -> list[dict]:
-    """Every ``scf.for``/``scf.while`` of the IR, in order: its depth, its parent's index and the
-    operations in its own body (not in nested loops), by name."""
+    """Every ``scf.for``/``scf.while`` of the IR, in order: its depth, its parent's index, the
+    operations in its own body (not in nested loops), by name, and its trip count where its
+    bounds are constants (else None)."""
     out, stack = [], []  # stack: (kind, loop index or None)
     for line in ir.splitlines():
         s = line.strip()
@@ -83,7 +84,9 @@ def loops(ir: str) -> list[dict]:
             out[inner]["ops"][op] = out[inner]["ops"].get(op, 0) + 1
         if s.endswith("{"):
             if op in ("scf.for", "scf.while"):
-                out.append({"depth": sum(kind == "loop" for kind, _ in stack) + 1, "parent": inner, "ops": {}})
+                bounds = re.search(r"= %c(\d+)_i\d+(?:_\d+)? to %c(\d+)_i\d+(?:_\d+)? step", s)
+                out.append({"depth": sum(kind == "loop" for kind, _ in stack) + 1, "parent": inner, "ops": {},
+                            "trips": int(bounds[2]) - int(bounds[1]) if bounds else None})
                 stack.append(("loop", len(out) - 1))
             else:
                 stack.append(("other", None))
@@ -94,15 +97,20 @@ def loops(ir: str) -> list[dict]:
 def step_counts(ir: str, step_depth: int, iterations: int) -> dict:
     """``{"step_loop", "per_iteration", "per_step"}`` operation counts (see the module docstring)
     for the step loop at ``step_depth`` (the first one: every save runs the same program) and
-    the solver loop inside it, if any (``iterations`` trips)."""
+    the solver loops inside it, if any: each counted for its trip count, read from the IR
+    (``iterations`` for a loop without constant bounds). ``per_iteration`` is the first one's:
+    lpjax runs a fixed-count solve as a loop of its plain updates and a loop of the last two,
+    which also measure their size."""
     ls = loops(ir)
     k = next(i for i, loop in enumerate(ls) if loop["depth"] == step_depth)
     step = sum(ls[k]["ops"].values())
     inner = [loop for loop in ls if loop["parent"] == k]
+    trips = [iterations if loop["trips"] is None else loop["trips"] for loop in inner]
     per_iteration = sum(inner[0]["ops"].values()) if inner else 0
     return {"step_loop": step, "per_iteration": per_iteration, "solver_loops": len(inner),
-            "per_step": step + iterations * per_iteration, "step_loop_ops": ls[k]["ops"],
-            "iteration_ops": inner[0]["ops"] if inner else {}}
+            "solver_loop_trips": trips, "solver_loop_ops": [sum(loop["ops"].values()) for loop in inner],
+            "per_step": step + sum(t * sum(loop["ops"].values()) for t, loop in zip(trips, inner)),
+            "step_loop_ops": ls[k]["ops"], "iteration_ops": inner[0]["ops"] if inner else {}}
 
 
 def _export(f, *args) -> str:
