@@ -90,6 +90,7 @@ class Emitter(Context):
         self.held = {}  # (member loop, region) -> the value the region holds there
         self.origin, self.version, self.stores = {}, {}, 0  # see here()
         self.direct, self.pins, self.marks = {}, {}, []  # marks: the member loops before each open counted loop
+        self.placed = None  # the reload lines, once placed (text())
         self.hoisted = []  # the entry block's operations on values of the whole run
 
     def emit(self, line: str) -> None:
@@ -204,7 +205,7 @@ class Emitter(Context):
             x, dtype = self.cast(x, np.int64), np.int64
         self.store(x, self.element(region, dtype), dtype, array=True)
         self.stores += 1
-        self.version[region] = self.stores
+        self.version[region], self.held[self.segment, region] = self.stores, x
         for key in self.pins.pop((self.segment, region), ()):  # read before this store: through the spill
             del self.direct[key]
 
@@ -243,8 +244,8 @@ class Emitter(Context):
                 self.held.setdefault((self.segment, region), v)
         return self.reloaded[key]
 
-    def _traffic(self) -> None:
-        """The reload lines of every member loop, and the spill lines of the values they need."""
+    def _traffic(self) -> dict:
+        """The reload lines of every member loop (added to the spill lines of the values they need)."""
         lines = {seg: [] for seg in self.reloads}
         for seg, pairs in self.reloads.items():
             for x, v in pairs:
@@ -262,7 +263,7 @@ class Emitter(Context):
                                f"  %{at} = getelementptr {t}, ptr %{base}, i64 {self.seg_i[seg].name}",
                                f"  %{raw} = load {t}, ptr %{at}{self.seg_tag[seg]}",
                                f"  {v.name} = freeze {t} %{raw}"]
-        self.reloads = lines
+        return lines
 
     def members(self, body: Callable[[], None]) -> None:
         """``body()`` for each member of the chunk (see the class docstring)."""
@@ -308,11 +309,12 @@ class Emitter(Context):
 
     def text(self) -> list:
         """:attr:`lines` with the scratch traffic between member loops in place."""
-        self._traffic()
+        if self.placed is None:
+            self.placed = self._traffic()
         out = []
         for line in self.lines:
             if isinstance(line, tuple):
-                out += self.hoisted if line[0] == "hoisted" else (self.reloads if line[0] == "reload" else self.spills)[line[1]]
+                out += self.hoisted if line[0] == "hoisted" else (self.placed if line[0] == "reload" else self.spills)[line[1]]
             else:
                 out.append(line)
         return out
