@@ -24,6 +24,8 @@ from ._integrator import (
     AbstractImplicitMethod as AbstractImplicitMethod,
     AbstractSteppedAdjoint as AbstractSteppedAdjoint,
     AbstractIntegrator as AbstractIntegrator,
+    COMPOSITION_SCHEMES as COMPOSITION_SCHEMES,
+    Composition as Composition,
     DiscreteEulerPoincare as DiscreteEulerPoincare,
     Collective as Collective,
     GaussLegendre as GaussLegendre,

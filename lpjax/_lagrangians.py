@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, final
+from typing import Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -28,6 +28,8 @@ def _tr_log(W: Float[Array, "n n"]) -> Scalar:
 class MoserVeselovLagrangian(eqx.Module):
     """``ℓ(W) = −tr(WΛ)/dt`` (seed 003, sec. 3.4, in the convention ``W_k = g_k⁻¹ g_{k+1}``)."""
 
+    symmetric: ClassVar[bool] = True  # measured: tests/test_composition.py
+
     lam: Float[Array, " n"]
 
     def __call__(self, W, P, dt):
@@ -39,6 +41,8 @@ class SurisClebschLagrangian(eqx.Module):
     """``ℓ(W, P) = −(1/ε) tr log(2I + W + W⁻¹) + (2/ε) log(1 + (ε²/4)<P, BP>)``: seed 000,
     eq. (7.16) with the coefficient 2/ε instead of the printed 4/ε (see :func:`suris_clebsch`)."""
 
+    symmetric: ClassVar[bool] = False  # measured: tests/test_composition.py
+
     B: Float[Array, " n"]
     coefficient: float = eqx.field(static=True, default=2.0)
 
@@ -49,6 +53,8 @@ class SurisClebschLagrangian(eqx.Module):
 @final
 class SurisLagrangeTopLagrangian(eqx.Module):
     """Seed 000, eq. (6.1) (rest frame, ``(w, a)``) or (6.16) (moving frame, ``(W, P)``)."""
+
+    symmetric: ClassVar[bool] = False  # measured: tests/test_composition.py
 
     alpha: Scalar
     p: Float[Array, " n"]
@@ -68,6 +74,8 @@ class SplitLagrangian(eqx.Module):
     """``ℓ(W, P) = −tr(WΛ)/dt − (dt/2)(V(P) + V(W⁻¹P))`` with ``V(P) = ⟨A, P⟩ − ½⟨P, BP⟩``:
     Moser–Veselov's kinetic term and the potential averaged over the step's two ends
     (``P_{k+1} = W_k⁻¹ P_k``)."""
+
+    symmetric: ClassVar[bool] = True  # measured: tests/test_composition.py
 
     lam: Float[Array, " n"]
     A: Float[Array, " n"]
@@ -96,6 +104,8 @@ class MidpointLagrangian(eqx.Module):
     advected states, where ``ℓ(ξ, a) = ½(ξ − b)ᵀA⁻¹(ξ − b) − c`` is the Legendre transform of a
     Hamiltonian ``h(μ, a) = ½μᵀA(a)μ + b(a)ᵀμ + c(a)`` quadratic in the group's momentum μ
     (seed 003, sec. 2; seed 000, (3.9)–(3.10) with advected vectors)."""
+
+    symmetric: ClassVar[bool] = True  # measured: tests/test_composition.py
 
     hamiltonian: Callable
     group: LieAlgebra

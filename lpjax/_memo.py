@@ -7,7 +7,8 @@ states, a benchmark) passes the same objects: :func:`by_identity` then returns w
 call built. It remembers only arguments that cannot change in place: numbers, strings, dtypes,
 frozen dataclasses, and pytrees (an Equinox system or method) whose leaves are all JAX arrays,
 numbers or functions. A system holding a NumPy array, which can be written to, is prepared
-again on every call.
+again on every call. An Equinox module's static fields are not leaves: a mutable object kept in
+one (a list changed in place) is not seen, as JAX's own caches do not see it either.
 """
 
 from __future__ import annotations

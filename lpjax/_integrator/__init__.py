@@ -18,3 +18,4 @@ from .moser_veselov import MoserVeselov as MoserVeselov
 from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop
 from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoincare
 from .projected import Projected as Projected, ProjectableFamily as ProjectableFamily
+from .composition import COMPOSITION_SCHEMES as COMPOSITION_SCHEMES, Composition as Composition

@@ -81,6 +81,11 @@ class AbstractIntegrator(eqx.Module):
     #: the claim for every method that makes it.
     nonfinite_lasts: ClassVar[bool] = False
 
+    #: Whether the method is symmetric (time-reversible): a step of ``dt`` then a step of ``−dt``
+    #: returns the state (HLW V.1). :class:`lpjax.Composition` composes only such methods;
+    #: ``tests/test_composition.py`` checks the claim for every method that makes it.
+    symmetric: ClassVar[bool] = False
+
     def check_system(self, system: AbstractSystem) -> None:
         """Raise ``TypeError`` (or ``ValueError``) if ``system`` is outside :attr:`family`."""
         self.family.check(system, type(self).__name__)

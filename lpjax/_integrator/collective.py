@@ -71,6 +71,10 @@ class Collective(AbstractSteppedAdjoint):
         return self.inner.order
 
     @property
+    def symmetric(self) -> bool:
+        return self.inner.symmetric
+
+    @property
     def family(self) -> DualPairFamily:
         return DualPairFamily(self.require_dual_pair)
 

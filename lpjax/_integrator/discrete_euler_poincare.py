@@ -202,6 +202,12 @@ class DiscreteEulerPoincare(AbstractGroupMap, AbstractImplicitMethod, AbstractRo
     def order(self) -> int:
         return self._order
 
+    @property
+    def symmetric(self) -> bool:
+        """The discrete Lagrangian's claim (a ``symmetric`` class attribute: ``L_d`` unchanged when
+        its two points swap and ``dt`` changes sign, so the map is symmetric); False without one."""
+        return bool(getattr(self.ell, "symmetric", False))
+
     def group_algebra(self, system: AbstractLiePoissonSystem) -> LieAlgebra:
         return group_split(system.algebra, self.group, self.chart).group
 

@@ -261,6 +261,7 @@ class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
 
     family: ClassVar[AnySystem] = AnySystem()
     nonfinite_lasts: ClassVar[bool] = True
+    symmetric: ClassVar[bool] = True
 
     @property
     def order(self) -> int:

@@ -60,6 +60,7 @@ class MoserVeselov(AbstractGroupMap, AbstractImplicitMethod, AbstractRootStepAdj
 
     order: ClassVar[int] = 2
     nonfinite_lasts: ClassVar[bool] = True
+    symmetric: ClassVar[bool] = True
     family: ClassVar[FreeRigidBodyFamily] = FreeRigidBodyFamily()
     max_iters: int = eqx.field(static=True, default=20)
     tol: Optional[float] = eqx.field(static=True, default=None)
