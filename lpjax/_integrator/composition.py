@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any, ClassVar, NamedTuple, final
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree, Scalar
 
 from .._system import AbstractFamily, AbstractSystem
-from ._base import RESULTS, AbstractIntegrator, StepInfo
+from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 
 __all__ = ["Composition", "COMPOSITION_SCHEMES"]
 
@@ -79,7 +80,7 @@ def _combined(infos: list) -> StepInfo:
 
 
 @final
-class Composition(AbstractIntegrator):
+class Composition(AbstractSteppedAdjoint):
     r"""The symmetric composition ``Φ_{γ_s dt} ∘ … ∘ Φ_{γ_1 dt}`` of a symmetric method ``inner``
     (HLW V.3; the coefficients of :data:`COMPOSITION_SCHEMES`, by name):
 
@@ -102,6 +103,10 @@ class Composition(AbstractIntegrator):
     ``−dt`` returns the state): composing a method that is not (RK4) does not raise its order,
     and is refused. A step's result is its first failing stage's; its statistics sum the
     stages' iterations.
+
+    Reverse-mode gradients (``integrate(..., adjoint="auto")``) chain the inner method's adjoint
+    of a step through the stages, backwards, where it has one (:class:`lpjax.AbstractSteppedAdjoint`:
+    Gauss–Legendre, Moser–Veselov, Collective); otherwise JAX's.
     """
 
     inner: AbstractIntegrator
@@ -155,3 +160,57 @@ class Composition(AbstractIntegrator):
 
     def save(self, system: AbstractSystem, state: PyTree):
         return self.inner.save(system, state)
+
+    # ------------------------------------------------------------------ the adjoint of a step
+
+    def _stepped_inner(self) -> AbstractSteppedAdjoint:
+        if not isinstance(self.inner, AbstractSteppedAdjoint):
+            raise TypeError(f"Composition: the inner method {type(self.inner).__name__} has no adjoint of a step "
+                            "(lpjax.AbstractSteppedAdjoint); integrate uses JAX's adjoint for it")
+        return self.inner
+
+    def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar):
+        """:meth:`step`, keeping each stage's entering state and the inner method's residuals."""
+        inner, result, infos, kept = self._stepped_inner(), RESULTS.successful, [], []
+        for g in self.coefficients:
+            entering = state
+            state, r, info, res = inner.step_residuals(system, state, float(g) * dt)
+            result = RESULTS.where(result == RESULTS.successful, r, result)
+            infos.append(info)
+            kept.append((entering, res))
+        return state, result, _combined(infos), tuple(kept)
+
+    def step_linearize(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals):
+        inner = self._stepped_inner()
+        return tuple((entering, inner.step_linearize(system, float(g) * dt, entering, res))
+                     for g, (entering, res) in zip(self.coefficients, residuals))
+
+    def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, linearization, ct_state,
+                 robust: bool = False):
+        """The stages' adjoints, last stage first."""
+        inner, seeds, converged = self._stepped_inner(), [], jnp.asarray(True)
+        for g, (entering, lin) in reversed(list(zip(self.coefficients, linearization))):
+            ct_state, seed, ok = inner.step_vjp(system, float(g) * dt, entering, lin, ct_state, robust)
+            seeds.append(seed)
+            converged = converged & ok
+        return ct_state, tuple(seeds[::-1]), converged
+
+    def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed):
+        """The stages' cotangents summed; a stage's step is ``γ_i dt``, so its ``dt`` cotangent
+        counts ``γ_i`` times."""
+        inner, total = self._stepped_inner(), None
+        for g, stage_seed in zip(self.coefficients, seed):
+            ct_system, ct_inner, ct_dt = inner.parameter_vjp(system, float(g) * dt, stage_seed)
+            ct = (ct_system, ct_inner, None if ct_dt is None else float(g) * ct_dt)
+            total = ct if total is None else tuple(_add(a, b) for a, b in zip(total, ct))
+        ct_system, ct_inner, ct_dt = total
+        ct_method = None if ct_inner is None else eqx.tree_at(lambda m: m.inner, eqx.filter(self, eqx.is_inexact_array),
+                                                              ct_inner)
+        return ct_system, ct_method, ct_dt
+
+
+def _add(a, b):
+    """The sum of two cotangents (None: zero)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return jax.tree.map(lambda x, y: x + y, a, b)
