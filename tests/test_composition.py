@@ -133,3 +133,11 @@ def test_the_gradient_through_the_stages_adjoints_equals_direct_ad(inner):
     inertia = jnp.asarray(I)
     got, want = (jax.grad(loss)(inertia, a) for a in ("auto", "direct"))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=0)
+
+
+def test_a_composition_continues_a_solution_bit_for_bit():
+    method = lpjax.Composition(lpjax.GaussLegendre(2), "suzuki")  # its state carries GL's predictor
+    whole = lpjax.integrate(RB, method, jnp.asarray(M0), 0.1, 40)
+    first = lpjax.integrate(RB, method, jnp.asarray(M0), 0.1, 20)
+    again = lpjax.integrate(RB, method, first, 0.1, 20)
+    assert np.array_equal(again.ys[-1], whole.ys[-1])

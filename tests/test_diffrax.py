@@ -122,6 +122,8 @@ MAPS = [
      ldx.SurisClebsch(), lpjax.SurisClebsch()),
     ("Collective", kida_vortex(0.5, -1.0), jnp.asarray(kida_initial_state(0.5, -1.0)), ldx.Collective(),
      lpjax.Collective(lpjax.GaussLegendre(2))),
+    ("Composition", RB, M0, ldx.MapSolver(lpjax.Composition(lpjax.MoserVeselov(), "triple-jump")),
+     lpjax.Composition(lpjax.MoserVeselov(), "triple-jump")),
 ]
 
 
