@@ -9,8 +9,9 @@ Problems (float64, CPU, one run; every method at its defaults):
 * the heavy (Lagrange) top, I = (1, 1, 0.5), χ = e3, mgl = 1, to t = 100, against scipy
   ``solve_ivp(DOP853, rtol = atol = 1e-13)``.
 
-Runs: lpjax ``GaussLegendre(s)`` for s = 1…4 (GL2…GL8) and ``MoserVeselov`` (rigid body) over a
-range of fixed steps; diffrax ``Tsit5``, ``Dopri5``, ``Dopri8`` with ``PIDController(rtol = atol
+Runs: lpjax ``GaussLegendre(s)`` for s = 1…4 (GL2…GL8), ``Composition`` of implicit midpoint
+(GL2) by Kahan & Li's schemes of orders 6 and 8, and ``MoserVeselov`` with its Kahan–Li order-8
+composition (rigid body) over a range of fixed steps; diffrax ``Tsit5``, ``Dopri5``, ``Dopri8`` with ``PIDController(rtol = atol
 = tol)`` over a range of tolerances. For each: the error of the state at the end time, the
 relative drift of the Casimir (|M|², or |Γ|² and M·Γ) and of the energy at the end time, and the
 wall time of the second call after ``block_until_ready`` (median of several; compile apart).
@@ -168,8 +169,12 @@ def main() -> None:
     rows = []
     for P in problems:
         methods = [(f"lpjax GL{2 * s}", lpjax.GaussLegendre(s)) for s in (1, 2, 3, 4)]
+        methods += [(f"lpjax Composition(GL2, {k})", lpjax.Composition(lpjax.GaussLegendre(1), k))
+                    for k in ("kahan-li6", "kahan-li8")]
         if P["mv"]:
             methods.append(("lpjax MoserVeselov", lpjax.MoserVeselov()))
+            methods.append(("lpjax Composition(MV, kahan-li8)",
+                            lpjax.Composition(lpjax.MoserVeselov(early_exit=True), "kahan-li8")))
         for label, method in methods:
             for dt in dts:
                 rows.append(_lpjax_row(P, label, method, dt))
