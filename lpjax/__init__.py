@@ -30,6 +30,7 @@ from ._integrator import (
     Collective as Collective,
     GaussLegendre as GaussLegendre,
     GaussLegendreState as GaussLegendreState,
+    LiePoissonSplitting as LiePoissonSplitting,
     MoserVeselov as MoserVeselov,
     Projected as Projected,
     RESULTS as RESULTS,

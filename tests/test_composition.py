@@ -50,6 +50,7 @@ _CLAIMS = [
     ("DEP heavy_top", HT, lpjax.DiscreteEulerPoincare(lagrangians.heavy_top(HT)), HT0),
     ("DEP midpoint", HT, lpjax.DiscreteEulerPoincare(lagrangians.midpoint(HT)), HT0),
     ("Composition", RB, lpjax.Composition(lpjax.MoserVeselov(early_exit=True), "triple-jump"), M0),
+    ("LiePoissonSplitting", HT, lpjax.LiePoissonSplitting(), HT0),
     ("RK4", RB, lpjax.RK4(), M0),
     ("SurisLagrangeTop", _TOP, lpjax.SurisLagrangeTop(), _TOP0),
     ("SurisClebsch", _CL, lpjax.SurisClebsch(), _CL0),

@@ -292,6 +292,7 @@ _CLEBSCH = clebsch_case(jnp.array([0.5, 1.2, 2.0]))
      0.5 * RNG.normal(size=(96, 6))),
     ("Collective(GL4)", RB, lpjax.Collective(lpjax.GaussLegendre(2)), M0[:96]),
     ("Composition(GL2)", RB, lpjax.Composition(lpjax.GaussLegendre(1), "triple-jump"), M0[:96]),
+    ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(), "triple-jump"), M0[:96]),
 ])
 def test_entrywise_and_fused_kernels_equal_the_scan(name, system, method, y0s):
     """kernel="entries" (the member program entry by entry) and kernel="fused" (one Pallas

@@ -54,6 +54,8 @@ def _cases():
          np.linspace(0.1, 0.6, 6)),
         ("Collective(GL4)", RB, lpjax.Collective(lpjax.GaussLegendre(2)), [1.0, 0.5, 0.8]),
         ("Composition(Moser-Veselov)", RB, lpjax.Composition(lpjax.MoserVeselov(), "kahan-li6"), [1.0, 0.5, 0.8]),
+        ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "kahan-li6"),
+         [1.0, 0.5, 0.8]),
         ("Veselova GL4", ves, lpjax.GaussLegendre(2), np.asarray(ves.default_state())),
         ("Projected(GL4)", rubber, lpjax.Projected(lpjax.GaussLegendre(2)), np.asarray(rubber.default_state())),
     ]

@@ -19,3 +19,4 @@ from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagran
 from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoincare
 from .projected import Projected as Projected, ProjectableFamily as ProjectableFamily
 from .composition import COMPOSITION_SCHEMES as COMPOSITION_SCHEMES, Composition as Composition
+from .splitting import LiePoissonSplitting as LiePoissonSplitting
