@@ -1,5 +1,5 @@
 """Explicit Lie–Poisson splitting: the Strang composition of the exact coadjoint flows of the
-pieces of a Hamiltonian quadratic plus linear in μ (McLachlan 1993, Reich 1993, Touma & Wisdom
+pieces of a Hamiltonian quadratic plus linear in μ (McLachlan 1993, Reich 1994, Touma & Wisdom
 1994 for the free rigid body's rotations; here on any Lie algebra).
 
 For ``h(μ) = ½ Σ_k A_kk μ_k² + Σ_k b_k μ_k`` (``A`` diagonal in the algebra's basis) the
@@ -169,7 +169,9 @@ class LiePoissonSplitting(AbstractStateIsY):
     pieces changes the error constant, not the order (Fassò 2003).
 
     A Hamiltonian that is not of this form is refused (:class:`SplittableFamily`, for a system
-    with concrete arrays), naming its measured defect.
+    with concrete arrays), naming its measured defect. A system whose arrays are traced when it is
+    checked (``jax.grad`` over a system built inside the function) is not checked: the step then
+    uses the Hessian's diagonal and the gradient at 0, whatever the off-diagonal entries.
     """
 
     pieces: Optional[tuple] = eqx.field(static=True, default=None)
