@@ -18,7 +18,7 @@ from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
 __all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractStateIsY", "AbstractGroupMap",
-           "finite_result", "first_failure", "deferred_finiteness", "finiteness_deferred"]
+           "finite_result", "first_failure", "stepped_inner", "deferred_finiteness", "finiteness_deferred"]
 
 
 class RESULTS(eqx.Enumeration):
@@ -255,6 +255,15 @@ def finite_result(y: Array) -> Any:
     if _DEFERRED.get():
         return RESULTS.successful
     return RESULTS.where(jnp.all(jnp.isfinite(y)), RESULTS.successful, RESULTS.nonfinite_state)
+
+
+def stepped_inner(owner: AbstractIntegrator, inner: AbstractIntegrator) -> AbstractSteppedAdjoint:
+    """``inner``, the method ``owner`` wraps, if it supplies its own adjoint of a step; else a
+    ``TypeError`` (``integrate`` then uses JAX's adjoint for ``owner``)."""
+    if not isinstance(inner, AbstractSteppedAdjoint):
+        raise TypeError(f"{type(owner).__name__}: the inner method {type(inner).__name__} has no adjoint of a step "
+                        "(lpjax.AbstractSteppedAdjoint); integrate uses JAX's adjoint for it")
+    return inner
 
 
 def first_failure(result, y: Array) -> Any:

@@ -10,7 +10,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._clebsch import _LIFT_TOL, _MomentumMap, canonize, lift_jax, symmetry_algebra
 from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
-from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint
+from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, stepped_inner
 from .gauss_legendre import GaussLegendre
 
 __all__ = ["Collective", "DualPairFamily"]
@@ -104,10 +104,7 @@ class Collective(AbstractSteppedAdjoint):
         return self.observe(system, state), None
 
     def _stepped_inner(self) -> AbstractSteppedAdjoint:
-        if not isinstance(self.inner, AbstractSteppedAdjoint):
-            raise TypeError(f"Collective: the inner method {type(self.inner).__name__} has no adjoint of a step "
-                            "(lpjax.AbstractSteppedAdjoint); integrate uses JAX's adjoint for it")
-        return self.inner
+        return stepped_inner(self, self.inner)
 
     def step_residuals(self, system: AbstractLiePoissonSystem, state, dt: Scalar):
         return self._stepped_inner().step_residuals(canonize(system), state, dt)

@@ -14,7 +14,7 @@ import numpy as np
 from jaxtyping import Array, Float, PyTree, Scalar
 
 from .._system import AbstractFamily, AbstractSystem
-from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
+from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, stepped_inner
 
 __all__ = ["Composition", "COMPOSITION_SCHEMES"]
 
@@ -164,10 +164,7 @@ class Composition(AbstractSteppedAdjoint):
     # ------------------------------------------------------------------ the adjoint of a step
 
     def _stepped_inner(self) -> AbstractSteppedAdjoint:
-        if not isinstance(self.inner, AbstractSteppedAdjoint):
-            raise TypeError(f"Composition: the inner method {type(self.inner).__name__} has no adjoint of a step "
-                            "(lpjax.AbstractSteppedAdjoint); integrate uses JAX's adjoint for it")
-        return self.inner
+        return stepped_inner(self, self.inner)
 
     def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar):
         """:meth:`step`, keeping each stage's entering state and the inner method's residuals."""
