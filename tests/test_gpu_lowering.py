@@ -56,6 +56,7 @@ def _cases():
         ("Composition(Moser-Veselov)", RB, lpjax.Composition(lpjax.MoserVeselov(), "kahan-li6"), [1.0, 0.5, 0.8]),
         ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "kahan-li6"),
          [1.0, 0.5, 0.8]),
+        ("splitting, exact flow", RB, lpjax.LiePoissonSplitting(("q0", "q1", "q2"), "exact"), [1.0, 0.5, 0.8]),
         ("Veselova GL4", ves, lpjax.GaussLegendre(2), np.asarray(ves.default_state())),
         ("Projected(GL4)", rubber, lpjax.Projected(lpjax.GaussLegendre(2)), np.asarray(rubber.default_state())),
     ]

@@ -50,6 +50,8 @@ CASES = [
     ("Collective(GL4)", RB, lpjax.Collective(lpjax.GaussLegendre(2)), M0),
     ("Composition(Moser-Veselov)", RB, lpjax.Composition(lpjax.MoserVeselov(), "triple-jump"), M0),
     ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "triple-jump"), M0),
+    ("splitting, exact flow, Clebsch", CLEBSCH, lpjax.LiePoissonSplitting.for_system(CLEBSCH, "exact"),
+     0.5 * RNG.normal(size=(40, 6))),
     ("Veselova GL4", VES, lpjax.GaussLegendre(2), np.tile(VES.default, (40, 1))),
     ("Projected(GL4) rubber sphere", RUBBER, lpjax.Projected(lpjax.GaussLegendre(2)), np.tile(RUBBER.default, (40, 1))),
 ]

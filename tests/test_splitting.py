@@ -52,7 +52,7 @@ def test_a_single_piece_is_its_exact_coadjoint_flow_at_any_dt(algebra, k, kind, 
     h = (lambda mu: 0.5 * c * mu[k] ** 2) if kind == "q" else (lambda mu: c * mu[k])
     system = lpjax.LiePoissonSystem(algebra, h, -1)
     mu = jnp.asarray(np.random.default_rng(k).normal(size=algebra.dim))
-    method = lpjax.LiePoissonSplitting((f"{kind}{k}",))
+    method = lpjax.LiePoissonSplitting((f"{kind}{k}",), flow="exact")
     method.check_system(system)  # a single-piece Hamiltonian is of the form
     got = np.asarray(method.step(system, mu, dt)[0])
     theta = dt * (c * float(mu[k]) if kind == "q" else c)
@@ -65,12 +65,63 @@ def test_a_single_piece_is_its_exact_coadjoint_flow_at_any_dt(algebra, k, kind, 
 def test_the_free_rigid_body_step_is_mclachlans_rotations():
     """Ṁ = M × Ω: the piece M_k²/2I_k rotates M about e_k by −M_k dt/I_k; the step is the
     rotations about axes 1, 2 (half steps), 3 (a whole step), 2, 1."""
-    method = lpjax.LiePoissonSplitting.for_system(RB)
+    method = lpjax.LiePoissonSplitting.for_system(RB, flow="exact")
     assert method.pieces == ("q0", "q1", "q2")
     m, dt = M0.copy(), 0.3
     for k, share in ((0, 0.5), (1, 0.5), (2, 1.0), (1, 0.5), (0, 0.5)):
         m = Rotation.from_rotvec(-share * dt * m[k] / I[k] * np.eye(3)[k]).apply(m)
     np.testing.assert_allclose(method.step(RB, jnp.asarray(M0), dt)[0], m, rtol=0, atol=2e-15)
+
+
+def _coadjoint(algebra, g: np.ndarray) -> np.ndarray:
+    """The matrix of ``μ ↦ Ad*_{g⁻¹} μ`` in the algebra's basis: ``(Ad_g)ᵀ`` inverted, with
+    ``Ad_g E_j = g E_j g⁻¹`` read off in the basis by least squares (numpy, long double-free)."""
+    E = np.asarray(algebra.matrix_basis)
+    flat = E.reshape(len(E), -1).T
+    ad = np.linalg.lstsq(flat, np.stack([(g @ Ej @ np.linalg.inv(g)).ravel() for Ej in E], 1), rcond=None)[0]
+    return np.linalg.inv(ad.T)
+
+
+@pytest.mark.parametrize("algebra, k, kind", [(lpjax.algebras.so3(), 1, "q"), (lpjax.algebras.se3(), 2, "q"),
+                                              (lpjax.algebras.se3(), 4, "l"), (lpjax.algebras.se3(), 1, "l"),
+                                              (lpjax.algebras.so(4), 3, "q"), (lpjax.algebras.so21(), 0, "l"),
+                                              (lpjax.algebras.so21(), 2, "q")])
+@pytest.mark.parametrize("dt", [0.1, 0.7])
+def test_a_single_piece_under_cayley_is_the_coadjoint_action_of_the_groups_cayley_map(algebra, k, kind, dt):
+    """The reference takes the group element g = cay(θE_k) with a matrix inverse, and its
+    coadjoint action from g E_j g⁻¹; which of g, g⁻¹ the system's sign picks is read off the
+    exact flow at the same θ, against exp(θE_k) in scipy."""
+    from scipy.linalg import expm
+    c = 1.7
+    h = (lambda mu: 0.5 * c * mu[k] ** 2) if kind == "q" else (lambda mu: c * mu[k])
+    system = lpjax.LiePoissonSystem(algebra, h, -1)
+    mu = np.random.default_rng(k).normal(size=algebra.dim)
+    theta = dt * (c * mu[k] if kind == "q" else c)
+    E = np.asarray(algebra.matrix_basis)[k]
+    exact = np.asarray(lpjax.LiePoissonSplitting((f"{kind}{k}",), "exact").step(system, jnp.asarray(mu), dt)[0])
+    sense = min((1, -1), key=lambda s: np.max(np.abs(_coadjoint(algebra, expm(s * theta * E)) @ mu - exact)))
+    assert np.max(np.abs(_coadjoint(algebra, expm(sense * theta * E)) @ mu - exact)) <= 1e-12
+    I_ = np.eye(len(E))
+    g = np.linalg.solve(I_ - sense * theta * E / 2, I_ + sense * theta * E / 2)
+    got = np.asarray(lpjax.LiePoissonSplitting((f"{kind}{k}",), "cayley").step(system, jnp.asarray(mu), dt)[0])
+    np.testing.assert_allclose(got, _coadjoint(algebra, g) @ mu, rtol=0, atol=1e-13)
+    assert abs(got[k] - mu[k]) <= 1e-14 * max(1.0, abs(mu[k]))  # μ_k is kept: g commutes with E_k
+
+
+def test_the_cayley_flow_needs_the_groups_matrices_and_auto_falls_back_to_exact():
+    bare = lpjax.algebras.LieAlgebra(np.asarray(lpjax.algebras.so3().structure_constants), name="bare so(3)")
+    system = lpjax.LiePoissonSystem(bare, lambda m: 0.5 * jnp.sum(m ** 2 / jnp.asarray(I)), -1)
+    with pytest.raises(ValueError, match=r'no Cayley variant \(flow="cayley"\) of piece q0 on bare so\(3\): the algebra has '
+                                         "no matrix basis"):
+        lpjax.LiePoissonSplitting(flow="cayley").check_system(system)
+    y = jnp.asarray(M0)
+    auto = lpjax.LiePoissonSplitting(("q0", "q1", "q2")).step(system, y, 0.3)[0]
+    np.testing.assert_array_equal(auto, lpjax.LiePoissonSplitting(("q0", "q1", "q2"), "exact").step(system, y, 0.3)[0])
+    on_so3 = lpjax.LiePoissonSplitting(("q0", "q1", "q2")).step(RB, y, 0.3)[0]
+    np.testing.assert_array_equal(on_so3, lpjax.LiePoissonSplitting(("q0", "q1", "q2"), "cayley").step(RB, y, 0.3)[0])
+    assert float(jnp.max(jnp.abs(on_so3 - auto))) > 1e-6  # the two flows are different maps
+    with pytest.raises(ValueError, match="flow must be one of 'auto', 'exact', 'cayley', got 'rodrigues'"):
+        lpjax.LiePoissonSplitting(flow="rodrigues")
 
 
 def test_pieces_that_are_zero_for_a_system_are_dropped_and_the_default_has_every_one():
@@ -82,10 +133,11 @@ def test_pieces_that_are_zero_for_a_system_are_dropped_and_the_default_has_every
                                rtol=0, atol=0)
 
 
-def test_order_2_and_composed_orders_on_the_rigid_body():
+@pytest.mark.parametrize("flow", ["exact", "cayley"])
+def test_order_2_and_composed_orders_on_the_rigid_body(flow):
     T = 4.0
     ref = np.asarray(euler_top_exact(I, M0, T))
-    split = lpjax.LiePoissonSplitting.for_system(RB)
+    split = lpjax.LiePoissonSplitting.for_system(RB, flow)
     for method, order, dt_max in ((split, 2, 0.1), (lpjax.Composition(split, "suzuki"), 4, 0.25),
                                   (lpjax.Composition(split, "kahan-li6"), 6, 0.4),
                                   (lpjax.Composition(split, "kahan-li8"), 8, 0.8)):
@@ -94,10 +146,11 @@ def test_order_2_and_composed_orders_on_the_rigid_body():
         assert abs(empirical_order(dts, errs) - order) <= 0.2, (order, errs)
 
 
-def test_composed_orders_on_the_heavy_top_against_gl6():
+@pytest.mark.parametrize("flow", ["exact", "cayley"])
+def test_composed_orders_on_the_heavy_top_against_gl6(flow):
     T = 2.0
     ref = np.asarray(lpjax.integrate(HT, lpjax.GaussLegendre(3), jnp.asarray(HT0), T / 4000, 4000).ys[-1])
-    split = lpjax.LiePoissonSplitting.for_system(HT)
+    split = lpjax.LiePoissonSplitting.for_system(HT, flow)
     for method, order, dt_max in ((split, 2, 0.02), (lpjax.Composition(split, "triple-jump"), 4, 0.05),
                                   (lpjax.Composition(split, "kahan-li6"), 6, 0.1)):
         dts = [dt_max / k for k in (1, 2, 3, 4)]
@@ -105,8 +158,9 @@ def test_composed_orders_on_the_heavy_top_against_gl6():
         assert abs(empirical_order(dts, errs) - order) <= 0.2, (order, errs)
 
 
-def test_the_heavy_tops_casimirs_over_a_million_steps():
-    sol = lpjax.integrate(HT, lpjax.LiePoissonSplitting.for_system(HT), jnp.asarray(HT0), 0.05, 1_000_000,
+@pytest.mark.parametrize("flow", ["exact", "cayley"])
+def test_the_heavy_tops_casimirs_over_a_million_steps(flow):
+    sol = lpjax.integrate(HT, lpjax.LiePoissonSplitting.for_system(HT, flow), jnp.asarray(HT0), 0.05, 1_000_000,
                           save_every=100_000)
     c = np.asarray(jax.vmap(HT.casimirs)(sol.ys))
     assert np.max(np.abs(c - c[0]) / np.abs(c[0])) <= 1e-12

@@ -166,6 +166,8 @@ def evaluate(ctx: Context, jaxpr, consts, args) -> list:
             outs = _lowered(ctx, eqn, vals)
         elif name in _CONTROL:
             outs = (ctx.control or _CONTROL)[name](ctx, eqn, vals)
+        elif name == "optimization_barrier":  # a boundary for XLA's fusion; nothing to keep here
+            outs = vals
         else:
             raise Unfusable(f"primitive {name!r}")
         for v, o in zip(eqn.outvars, outs):
