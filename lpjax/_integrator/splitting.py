@@ -26,8 +26,7 @@ along the piece; the map is a coadjoint action (Poisson, every Casimir kept) and
 
 from __future__ import annotations
 
-import functools
-from typing import ClassVar, NamedTuple, Optional, final
+from typing import ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -36,170 +35,15 @@ import numpy as np
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
-from ._base import AbstractStateIsY, StepInfo, finite_result
+from ._base import AbstractStateIsY, AbstractSteppedAdjoint, StepInfo, finite_result
+from ._coadjoint_flows import apply, piece_flow
+from ._coadjoint_flows import speed as flow_speed
+from ._coadjoint_flows import coefficients as flow_coefficients
 
 __all__ = ["LiePoissonSplitting", "SplittableFamily"]
 
 _FLOWS = ("auto", "exact", "cayley")
 _TOL = 1e-12  # relative: an off-diagonal Hessian entry, or a defect of the quadratic form, above it is refused
-
-
-def _piece_flow(algebra, sign: int, k: int) -> "_Flow":
-    """The flow of piece ``k``: ``M_k``, the matrix of the vector field of the Hamiltonian ``μ_k``
-    (``f_i = sign Σ c_ijl μ_l ∂h_j``), and the group matrix ``E_k`` of the basis element."""
-    M = sign * np.asarray(algebra.structure_constants, np.float64)[:, k, :]
-    basis = algebra.matrix_basis
-    E = None if basis is None else np.ascontiguousarray(basis[k], np.float64)
-    return _flow(np.ascontiguousarray(M).tobytes(), M.shape[0], None if E is None else E.tobytes(),
-                 0 if E is None else E.shape[0])
-
-
-class _Flow(NamedTuple):
-    """``exp(θ M)`` for a constant ``M``: ``kind == "taylor"`` (nilpotent ``M``): ``mats`` are
-    ``M^j/j!``, ``j ≥ 1``, and ``exp(θM) = I + Σ θ^j mats[j-1]``; ``kind == "spectral"``: ``terms``
-    are ``(a, b, R, S)`` with ``exp(θM) = Σ e^{aθ} (cos(bθ) R − sin(bθ) S)``. ``cayley``: for the
-    Cayley variant, ``(ω, type, multiples)`` with ``type`` "elliptic", "hyperbolic" or
-    "square-zero" and each term's frequency the integer ``multiples[i]`` times ω (None: no
-    Cayley variant, ``why`` says why)."""
-
-    kind: str
-    mats: tuple
-    terms: tuple
-    cayley: Optional[tuple]
-    why: str
-
-
-def _clean(P: np.ndarray) -> np.ndarray:
-    """``P`` with the entries that are roundoff of a zero set to zero (so that the step skips them)."""
-    P = np.where(np.abs(P) <= 1e-15 * max(1.0, float(np.max(np.abs(P)))), 0.0, P)
-    return P
-
-
-@functools.lru_cache(maxsize=256)
-def _flow(m_bytes: bytes, d: int, e_bytes: Optional[bytes], m: int) -> _Flow:
-    """The closed form of ``exp(θ M)`` (``M`` of shape ``d × d``), and of its Cayley variant when
-    the generator's group matrix ``E`` (``m × m``, ``e_bytes``) is given (module docstring)."""
-    M = np.frombuffer(m_bytes, np.float64).reshape(d, d)
-    scale = max(1.0, float(np.max(np.abs(M))))
-    E = None if e_bytes is None else np.frombuffer(e_bytes, np.float64).reshape(m, m)
-    powers, P = [], np.eye(d)
-    for j in range(1, d + 1):
-        P = P @ M / j
-        if np.max(np.abs(P)) <= 1e-14 * scale:
-            cay, why = _cayley_nilpotent(E)
-            return _Flow("taylor", tuple(_clean(Q) for Q in powers), (), cay, why)
-        powers.append(P)
-    lam, V = np.linalg.eig(M)
-    if np.linalg.cond(V) > 1e8:
-        raise ValueError("its generator is neither diagonalizable nor nilpotent")
-    W = np.linalg.inv(V)
-    terms, seen = [], np.zeros(d, bool)
-    for i in range(d):
-        if seen[i] or lam[i].imag < -1e-12:
-            continue
-        same = np.abs(lam - lam[i]) <= 1e-9 * max(1.0, abs(lam[i]))
-        seen |= same | (np.abs(lam - np.conj(lam[i])) <= 1e-9 * max(1.0, abs(lam[i])))
-        P = V[:, same] @ W[same, :]
-        a, b = float(lam[i].real), float(lam[i].imag)
-        if abs(b) <= 1e-12:
-            terms.append((0.0 if abs(a) <= 1e-12 else a, 0.0, _clean(P.real), np.zeros((d, d))))
-        else:
-            terms.append((0.0 if abs(a) <= 1e-12 else a, b, _clean(2 * P.real), _clean(2 * P.imag)))
-    cay, why = _cayley_spectral(E, terms)
-    return _Flow("spectral", (), tuple(terms), cay, why)
-
-
-def _cayley_nilpotent(E: Optional[np.ndarray]) -> tuple:
-    if E is None:
-        return None, "the algebra has no matrix basis (no group to take the Cayley map in)"
-    if np.max(np.abs(E @ E)) > 1e-12 * max(1.0, float(np.max(np.abs(E)))) ** 2:
-        return None, "its group matrix is nilpotent but E² ≠ 0, where cay(θE) is not exp(θE)"
-    return (0.0, "square-zero", ()), ""  # cay(θE) = I + θE = exp(θE): the exact flow
-
-
-def _cayley_spectral(E: Optional[np.ndarray], terms: list) -> tuple:
-    """``cay(θE) = exp(φ(θ) E)`` when ``E³ = ∓ω² E`` (eigenvalues 0, ±iω or 0, ±ω, diagonalizable),
-    with ``tan(ωφ/2) = ωθ/2`` or ``tanh(ωφ/2) = ωθ/2``; then ``Ad*`` of it is ``exp(φ M)`` and
-    every frequency of ``M`` is an integer multiple of ω."""
-    if E is None:
-        return None, "the algebra has no matrix basis (no group to take the Cayley map in)"
-    lam = np.linalg.eigvals(E)
-    big = lam[np.abs(lam) > 1e-9 * max(1.0, float(np.max(np.abs(lam))))]
-    if big.size == 0:
-        return None, "its group matrix is nilpotent while its coadjoint generator is not"
-    omega = float(np.abs(big[0]))
-    elliptic = bool(np.all(np.abs(big.real) <= 1e-9 * omega))
-    if not (elliptic or np.all(np.abs(big.imag) <= 1e-9 * omega)) or np.any(np.abs(np.abs(big) - omega) > 1e-9 * omega):
-        return None, f"its group matrix has eigenvalues {np.round(lam, 6)} (Cayley needs 0, ±iω or 0, ±ω)"
-    if np.max(np.abs(E @ E @ E + (1 if elliptic else -1) * omega ** 2 * E)) > 1e-9 * omega ** 3:
-        return None, "its group matrix is not diagonalizable"
-    multiples = []
-    for a, b, _, _ in terms:
-        rate = b if elliptic else a
-        other = a if elliptic else b
-        k = round(rate / omega)
-        if abs(other) > 1e-9 * omega or abs(rate - k * omega) > 1e-9 * omega:
-            return None, "a frequency of its coadjoint generator is not a multiple of its group matrix's"
-        multiples.append(k)
-    return (omega, "elliptic" if elliptic else "hyperbolic", tuple(multiples)), ""
-
-
-def _coefficients(flow: _Flow, theta: Scalar, cayley: bool, d: int) -> tuple:
-    """``(c_t, P_t)`` with ``exp(θM) = Σ c_t P_t`` (``c_t`` None: 1), or its Cayley variant."""
-    if flow.kind == "taylor":  # the Cayley map of a square-zero E is its exponential
-        out, t = [(None, np.eye(d))], None
-        for P in flow.mats:
-            t = theta if t is None else t * theta
-            out.append((t, P))
-        return tuple(out)
-    if cayley:
-        omega, kind, multiples = flow.cayley
-        h = 0.5 * omega * theta
-        if kind == "elliptic":  # cos ψ, sin ψ of ψ = ωφ, then of kψ by the angle sums
-            inv = 1.0 / (1.0 + h * h)
-            c1, s1 = (1.0 - h * h) * inv, 2.0 * h * inv
-            powers = {0: (None, None), 1: (c1, s1)}
-            for k in range(2, max(map(abs, multiples), default=0) + 1):
-                c, s = powers[k - 1]
-                powers[k] = (c * c1 - s * s1, s * c1 + c * s1)
-            trig = [powers[abs(k)] if k >= 0 else (powers[-k][0], -powers[-k][1]) for k in multiples]
-            grow = [None] * len(multiples)
-        else:  # e^{ψ} = (1 + h)/(1 − h)
-            r = (1.0 + h) / (1.0 - h)
-            grow = [None if k == 0 else r ** k for k in multiples]
-            trig = [(None, None)] * len(multiples)
-    else:
-        grow = [None if a == 0.0 else jnp.exp(a * theta) for a, _, _, _ in flow.terms]
-        trig = [(None, None) if b == 0.0 else (jnp.cos(b * theta), jnp.sin(b * theta)) for _, b, _, _ in flow.terms]
-    out = []
-    for (_, b, R, S), g, (c, s) in zip(flow.terms, grow, trig):
-        out.append((_times(g, c), R))
-        if s is not None:
-            out.append((-_times(g, s), S))
-    return tuple(out)
-
-
-def _times(a, b):
-    return b if a is None else (a if b is None else a * b)
-
-
-def _apply(coefficients: tuple, x: list) -> list:
-    """``Σ c_t P_t μ`` written out over the nonzero entries of the constant ``P_t``, on the
-    entries of μ as scalars: arithmetic that fuses (no dot products with mostly zero matrices,
-    and no array to slice between pieces)."""
-    rows = []
-    for i in range(len(x)):
-        acc = None
-        for c, P in coefficients:
-            part = None
-            for j in np.flatnonzero(P[i]):
-                term = x[j] if P[i, j] == 1.0 else (-x[j] if P[i, j] == -1.0 else float(P[i, j]) * x[j])
-                part = term if part is None else part + term
-            if part is not None:
-                part = part if c is None else c * part
-                acc = part if acc is None else acc + part
-        rows.append(jnp.zeros_like(x[i]) if acc is None else acc)
-    return rows
 
 
 def quadratic_pieces(system: AbstractLiePoissonSystem, dtype) -> tuple:
@@ -237,7 +81,7 @@ class SplittableFamily(AbstractFamily):
             return err
         for name in names:
             try:
-                flow = _piece_flow(system.algebra, int(system.sign), int(name[1:]))
+                flow = piece_flow(system.algebra, int(system.sign), int(name[1:]))
             except ValueError as e:
                 return ValueError(f"no closed-form flow for piece {name} on {system.algebra.name}: {e}")
             if self.flow == "cayley" and flow.cayley is None:
@@ -272,7 +116,7 @@ def _form_defect(system, d: int) -> Optional[Exception]:
 
 
 @final
-class LiePoissonSplitting(AbstractStateIsY):
+class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
     r"""The explicit splitting of a Lie–Poisson system whose Hamiltonian is quadratic plus linear
     in μ, with a quadratic part diagonal in the algebra's basis (the free rigid body on so(n),
     the heavy and Lagrange tops on se(3), the Clebsch case on e(3)): one step is the symmetric
@@ -332,20 +176,94 @@ class LiePoissonSplitting(AbstractStateIsY):
         names = tuple(f"q{k}" for k in np.flatnonzero(A)) + tuple(f"l{k}" for k in np.flatnonzero(b))
         return cls(names or ("q0",), flow)
 
-    def _names(self, d: int) -> tuple:
-        return self.pieces if self.pieces is not None else _all_pieces(d)
+    def _sequence(self, d: int) -> list:
+        """The Strang sequence as ``(k, quadratic, share of dt)``."""
+        names = self.pieces if self.pieces is not None else _all_pieces(d)
+        order = [(n, 0.5) for n in names[:-1]] + [(names[-1], 1.0)] + [(n, 0.5) for n in reversed(names[:-1])]
+        return [(int(n[1:]), n[0] == "q", share) for n, share in order]
 
-    def step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+    def _flows(self, system) -> list:
+        """Each piece of the sequence's closed form, and whether it acts by its Cayley variant."""
+        out = []
+        for k, quadratic, share in self._sequence(system.algebra.dim):
+            flow = piece_flow(system.algebra, int(system.sign), k)
+            out.append((k, quadratic, share, flow, self.flow == "cayley" or (self.flow == "auto" and
+                                                                             flow.cayley is not None)))
+        return out
+
+    def _pieces(self, system, y: Float[Array, " d"], dt: Scalar, keep: bool):
+        """The step on the entries of ``y``; with ``keep``, per piece ``(θ, coefficients, rate, output)``."""
         d = system.algebra.dim
         A, b = quadratic_pieces(system, y.dtype)
-        names = self._names(d)
-        sequence = [(n, 0.5) for n in names[:-1]] + [(names[-1], 1.0)] + [(n, 0.5) for n in reversed(names[:-1])]
-        x = [y[j] for j in range(d)]
-        for name, share in sequence:
-            k = int(name[1:])
-            rate = A[k] * x[k] if name[0] == "q" else b[k]
-            flow = _piece_flow(system.algebra, int(system.sign), k)
-            cayley = self.flow == "cayley" or (self.flow == "auto" and flow.cayley is not None)
-            x = _apply(_coefficients(flow, (share * dt) * rate, cayley, d), x)
+        x, kept = [y[j] for j in range(d)], []
+        for k, quadratic, share, flow, cayley in self._flows(system):
+            rate = A[k] * x[k] if quadratic else b[k]
+            theta = (share * dt) * rate
+            coefficients = flow_coefficients(flow, theta, cayley, d)
+            x = apply(coefficients, x)
+            if keep:
+                kept.append((theta, coefficients, rate, x))
+        return x, kept
+
+    def step(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        x, _ = self._pieces(system, y, dt, False)
+        # one fusion per step: XLA's CPU code generation grows steeply with one fusion of many steps
         y = jax.lax.optimization_barrier(jnp.stack(x).astype(y.dtype))
         return y, finite_result(y), StepInfo.explicit(y.dtype)
+
+    # ------------------------------------------------------------------ the adjoint of a step
+    # Piece i maps y to y' = R(θ) y = Σ c_t(θ) P_t y with θ = τ·(A_k y_k or b_k), τ = share·dt;
+    # ∂y'/∂θ = φ'(θ) M_k y' (R = exp(φ(θ) M_k)) and y_k = y'_k for a quadratic piece. So with
+    # g = λ'·∂y'/∂θ: λ = R(θ)ᵀ λ' (+ g τ A_k e_k), Ā_k += g τ y_k, b̄_k += g τ, dt̄ += g·share·rate.
+
+    def step_residuals(self, system: AbstractLiePoissonSystem, y: Float[Array, " d"], dt: Scalar):
+        return (*self.step(system, y, dt), None)
+
+    def step_linearize(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], residuals):
+        """Per piece, packed in one vector: its coefficients, ``φ'(θ) M_k y'``, ``∂θ/∂y_k`` and
+        ``∂θ/∂A_k`` (a quadratic piece), ``∂θ/∂dt`` (the step redone, batched over steps)."""
+        A, _ = quadratic_pieces(system, y.dtype)
+        _, kept = self._pieces(system, y, dt, True)
+        out = []
+        for (k, quadratic, share, flow, cayley), (theta, coefficients, rate, x) in zip(self._flows(system), kept):
+            out += [c for c, _ in coefficients if c is not None]
+            rate_of_phi = flow_speed(flow, theta, cayley)
+            out += [w if rate_of_phi is None else rate_of_phi * w for w in apply(((None, flow.generator),), x)]
+            out += [share * dt * A[k], share * dt * x[k]] if quadratic else []
+            out.append(share * rate)
+        return jnp.stack([jnp.asarray(v, y.dtype) for v in out])
+
+    def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], linearization, ct_state,
+                 robust: bool = False):
+        d = system.algebra.dim
+        lam, ct_a, ct_b, ct_dt = [ct_state[j] for j in range(d)], [None] * d, [None] * d, None
+        flows, at = self._flows(system), len(linearization)
+        for k, quadratic, share, flow, cayley in reversed(flows):  # the packed entries, read from the end
+            size = d + (3 if quadratic else 1)
+            tail = [linearization[at - size + j] for j in range(size)]
+            pattern = flow_coefficients(flow, 0.0, cayley, d)
+            n_coef = sum(c is not None for c, _ in pattern)
+            at -= size + n_coef
+            values = iter([linearization[at + j] for j in range(n_coef)])
+            g = sum(l * w for l, w in zip(lam, tail[:d]))
+            lam = apply(tuple((None if c is None else next(values), P.T) for c, P in pattern), lam)
+            ct_dt = _plus(ct_dt, g * tail[-1])
+            if quadratic:
+                lam[k] = lam[k] + g * tail[d]
+                ct_a[k] = _plus(ct_a[k], g * tail[d + 1])
+            else:
+                ct_b[k] = _plus(ct_b[k], g * (share * dt))
+        zero = jnp.zeros((), ct_state.dtype)
+        seed = jnp.stack([zero if v is None else v for v in ct_a + ct_b + [ct_dt]])  # (Ā, b̄, dt̄) in one vector
+        lam, seed = jax.lax.optimization_barrier((jnp.stack(lam).astype(ct_state.dtype), seed))
+        return lam, seed, jnp.asarray(True)
+
+    def parameter_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, seed):
+        d = system.algebra.dim
+        _, vjp = eqx.filter_vjp(lambda s: quadratic_pieces(s, seed.dtype), system)
+        (ct_system,) = vjp((seed[:d], seed[d:2 * d]))
+        return ct_system, None, seed[2 * d]
+
+
+def _plus(a, b):
+    return b if a is None else a + b
