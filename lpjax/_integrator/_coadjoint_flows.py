@@ -30,7 +30,7 @@ class _Flow(NamedTuple):
     are ``(a, b, R, S)`` with ``exp(θM) = Σ e^{aθ} (cos(bθ) R − sin(bθ) S)``. ``cayley``: for the
     Cayley variant, ``(ω, type, multiples)`` with ``type`` "elliptic", "hyperbolic" or
     "square-zero" and each term's frequency the integer ``multiples[i]`` times ω (None: no
-    Cayley variant, ``why`` says why)."""
+    Cayley variant, ``why`` says why). ``generator``: ``M`` itself (the adjoint needs ``M y'``)."""
 
     kind: str
     mats: tuple
@@ -42,8 +42,7 @@ class _Flow(NamedTuple):
 
 def _clean(P: np.ndarray) -> np.ndarray:
     """``P`` with the entries that are roundoff of a zero set to zero (so that the step skips them)."""
-    P = np.where(np.abs(P) <= 1e-15 * max(1.0, float(np.max(np.abs(P)))), 0.0, P)
-    return P
+    return np.where(np.abs(P) <= 1e-15 * max(1.0, float(np.max(np.abs(P)))), 0.0, P)
 
 
 @functools.lru_cache(maxsize=256)

@@ -187,8 +187,8 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
         out = []
         for k, quadratic, share in self._sequence(system.algebra.dim):
             flow = piece_flow(system.algebra, int(system.sign), k)
-            out.append((k, quadratic, share, flow, self.flow == "cayley" or (self.flow == "auto" and
-                                                                             flow.cayley is not None)))
+            cayley = self.flow == "cayley" or (self.flow == "auto" and flow.cayley is not None)
+            out.append((k, quadratic, share, flow, cayley))
         return out
 
     def _pieces(self, system, y: Float[Array, " d"], dt: Scalar, keep: bool):
