@@ -240,3 +240,14 @@ def test_the_order_of_the_pieces_changes_the_error_constant_not_the_order():
         assert abs(empirical_order(dts, errs[pieces]) - 2) <= 0.2, (pieces, errs[pieces])
     ratio = errs[("q0", "q1", "q2")][-1] / errs[("q1", "q0", "q2")][-1]
     assert not 1 / 3 <= ratio <= 3, ratio
+
+
+@pytest.mark.parametrize("flow", ["exact", "cayley"])
+def test_small_steps_do_not_drift_the_casimir(flow):
+    """6.8 million pieces at small angles (Kahan-Li 8, dt = 0.0125, t = 1000): the Cayley flow,
+    written as cos ψ, sin ψ, drifted |M|² by 1.2e-11 (a rounding of cos² + sin² each piece);
+    written as the identity plus (cos ψ − 1, sin ψ), measured 5.7e-14 (the exact flow 2.5e-13)."""
+    method = lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2"), flow), "kahan-li8")
+    y0 = jnp.array([1.0, 0.5, 0.8])
+    y = lpjax.integrate(RB, method, y0, 0.0125, 80_000, save_every=80_000).ys[-1]
+    assert abs(float(y @ y) / float(y0 @ y0) - 1) <= 1e-12

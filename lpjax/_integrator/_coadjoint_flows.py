@@ -111,6 +111,8 @@ def _cayley_spectral(E: Optional[np.ndarray], terms: list) -> tuple:
         if abs(other) > 1e-9 * omega or abs(rate - k * omega) > 1e-9 * omega:
             return None, "a frequency of its coadjoint generator is not a multiple of its group matrix's"
         multiples.append(k)
+    if np.max(np.abs(sum(R for _, _, R, _ in terms) - np.eye(len(terms[0][2])))) > 1e-12:
+        return None, "its coadjoint generator's spectral projectors do not sum to the identity"
     return (omega, "elliptic" if elliptic else "hyperbolic", tuple(multiples)), ""
 
 
@@ -123,29 +125,43 @@ def coefficients(flow: _Flow, theta: Scalar, cayley: bool, d: int) -> tuple:
             out.append((t, P))
         return tuple(out)
     if cayley:
-        omega, kind, multiples = flow.cayley
-        h = 0.5 * omega * theta
-        if kind == "elliptic":  # cos ψ, sin ψ of ψ = ωφ, then of kψ by the angle sums
-            inv = 1.0 / (1.0 + h * h)
-            c1, s1 = (1.0 - h * h) * inv, 2.0 * h * inv
-            powers = {0: (None, None), 1: (c1, s1)}
-            for k in range(2, max(map(abs, multiples), default=0) + 1):
-                c, s = powers[k - 1]
-                powers[k] = (c * c1 - s * s1, s * c1 + c * s1)
-            trig = [powers[abs(k)] if k >= 0 else (powers[-k][0], -powers[-k][1]) for k in multiples]
-            grow = [None] * len(multiples)
-        else:  # e^{ψ} = (1 + h)/(1 − h)
-            r = (1.0 + h) / (1.0 - h)
-            grow = [None if k == 0 else r ** k for k in multiples]
-            trig = [(None, None)] * len(multiples)
-    else:
-        grow = [None if a == 0.0 else jnp.exp(a * theta) for a, _, _, _ in flow.terms]
-        trig = [(None, None) if b == 0.0 else (jnp.cos(b * theta), jnp.sin(b * theta)) for _, b, _, _ in flow.terms]
+        return _cayley_coefficients(flow, theta, d)
+    grow = [None if a == 0.0 else jnp.exp(a * theta) for a, _, _, _ in flow.terms]
+    trig = [(None, None) if b == 0.0 else (jnp.cos(b * theta), jnp.sin(b * theta)) for _, b, _, _ in flow.terms]
     out = []
     for (_, b, R, S), g, (c, s) in zip(flow.terms, grow, trig):
         out.append((_times(g, c), R))
         if s is not None:
             out.append((-_times(g, s), S))
+    return tuple(out)
+
+
+def _cayley_coefficients(flow: _Flow, theta: Scalar, d: int) -> tuple:
+    """The Cayley variant as the identity plus ``(cos kψ − 1) R − sin kψ S`` per term (the
+    projectors ``R`` sum to the identity): the rounding is then relative to the changes, not to
+    1, so ``|μ|`` does not drift by a rounding of ``cos² + sin²`` each piece."""
+    omega, kind, multiples = flow.cayley
+    h = 0.5 * omega * theta
+    out = [(None, np.eye(d))]
+    if kind == "elliptic":  # cos ψ − 1 and sin ψ of ψ = ωφ, then of kψ by the angle sums
+        inv = 1.0 / (1.0 + h * h)
+        cm1, s1 = -2.0 * h * h * inv, 2.0 * h * inv
+        powers = {1: (cm1, s1)}
+        for k in range(2, max(multiples, default=0) + 1):
+            c, s = powers[k - 1]
+            powers[k] = (c + cm1 + c * cm1 - s * s1, s + s1 + s * cm1 + c * s1)
+        for k, (_, _, R, S) in zip(multiples, flow.terms):
+            if k:
+                out += [(powers[k][0], R), (-powers[k][1], S)]
+        return tuple(out)
+    up, down = 2.0 * h / (1.0 - h), -2.0 * h / (1.0 + h)  # e^{±ψ} − 1, e^{ψ} = (1 + h)/(1 − h)
+    for k, (_, _, R, _) in zip(multiples, flow.terms):
+        if k:
+            base = up if k > 0 else down
+            e = base
+            for _ in range(abs(k) - 1):
+                e = e + base + e * base
+            out.append((e, R))
     return tuple(out)
 
 
