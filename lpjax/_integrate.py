@@ -167,7 +167,8 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         zeros = jax.tree.map(jnp.zeros_like, eqx.filter(dyn, eqx.is_inexact_array))
         return tuple(z if c is None else jax.tree.map(lambda c, z: c.astype(z.dtype), c, z) for c, z in zip(ct, zeros))
 
-    stepped = (step_residuals, step_linearize, step_vjp, parameter_vjp, throw) if stepped_method else None
+    stepped = ((step_residuals, step_linearize, step_vjp, parameter_vjp, throw, method.linear_seed) if stepped_method
+               else None)
 
     def one_save(dyn, carry: _Carry):
         system, method, _ = eqx.combine(dyn, static)

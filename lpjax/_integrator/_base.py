@@ -17,7 +17,8 @@ from .._algebra import LieAlgebra, se3
 from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
-__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractStateIsY", "AbstractGroupMap",
+__all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractComposable", "AbstractStateIsY",
+           "AbstractGroupMap",
            "finite_result", "first_failure", "stepped_inner", "deferred_finiteness", "finiteness_deferred"]
 
 
@@ -123,6 +124,11 @@ class AbstractSteppedAdjoint(AbstractIntegrator):
     depend on the cotangent belongs in :meth:`step_linearize`: the sweep is sequential, and on
     CPU each operation in it costs more than the same operation batched over the group."""
 
+    #: Whether :meth:`parameter_vjp` is linear in its ``seed`` (the seed a cotangent, holding no
+    #: value of the step): the sweep then sums the seeds of a group and :meth:`parameter_vjp` runs
+    #: once for it, not once per step.
+    linear_seed: ClassVar[bool] = False
+
     @abc.abstractmethod
     def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo, PyTree]:
         """:meth:`step`, and what :meth:`step_vjp` needs of it: ``(state, result, info, residuals)``."""
@@ -146,6 +152,17 @@ class AbstractSteppedAdjoint(AbstractIntegrator):
         """The step's cotangents ``(system's inexact arrays, the method's, dt)`` from its
         ``seed`` (``None`` for zeros); run for many steps at once under ``vmap``, after the
         sequential sweep."""
+
+
+class AbstractComposable(AbstractIntegrator):
+    """A symmetric method that runs a composition of its own steps as one step of its own kind
+    (:class:`lpjax.Composition` then uses it): an explicit splitting, whose stages join into one
+    sequence of pieces."""
+
+    @abc.abstractmethod
+    def composed(self, fractions: tuple) -> AbstractIntegrator:
+        """A method whose step from ``y`` with ``dt`` equals ``Φ_{f_s dt} ∘ … ∘ Φ_{f_1 dt}(y)``
+        (``f`` = ``fractions``, palindromic; ``Φ`` this method's step) to roundoff."""
 
 
 class AbstractStateIsY(AbstractIntegrator):

@@ -5,7 +5,7 @@ keeps what every stage keeps (a Poisson map, the Casimirs, symmetry)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple, final
+from typing import Any, ClassVar, NamedTuple, Optional, final
 
 import equinox as eqx
 import jax
@@ -14,7 +14,7 @@ import numpy as np
 from jaxtyping import Array, Float, PyTree, Scalar
 
 from .._system import AbstractFamily, AbstractSystem
-from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, stepped_inner
+from ._base import RESULTS, AbstractComposable, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, stepped_inner
 
 __all__ = ["Composition", "COMPOSITION_SCHEMES"]
 
@@ -141,6 +141,16 @@ class Composition(AbstractSteppedAdjoint):
         """``γ_1 … γ_s`` (float64)."""
         return composition_coefficients(self.scheme)
 
+    @property
+    def _joined(self) -> Optional[AbstractIntegrator]:
+        """``inner``'s own form of the whole composition, one step of its kind, if it has one
+        (:class:`AbstractComposable`: a splitting, whose stages join into one sequence)."""
+        return self.inner.composed(tuple(self.coefficients)) if isinstance(self.inner, AbstractComposable) else None
+
+    @property
+    def linear_seed(self) -> bool:
+        return isinstance(self.inner, AbstractSteppedAdjoint) and self.inner.linear_seed
+
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
         return self.inner.init(system, y0, self.coefficients[0] * dt)
 
@@ -148,6 +158,8 @@ class Composition(AbstractSteppedAdjoint):
         return self.inner.init_or_fail(system, y0, self.coefficients[0] * dt)
 
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
+        if self._joined is not None:
+            return self._joined.step(system, state, dt)
         result, infos = RESULTS.successful, []
         for g in self.coefficients:  # unrolled: every kernel sees straight-line stages
             state, r, info = self.inner.step(system, state, float(g) * dt)
@@ -168,6 +180,8 @@ class Composition(AbstractSteppedAdjoint):
 
     def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar):
         """:meth:`step`, keeping each stage's entering state and the inner method's residuals."""
+        if self._joined is not None:
+            return self._joined.step_residuals(system, state, dt)
         inner, result, infos, kept = self._stepped_inner(), RESULTS.successful, [], []
         for g in self.coefficients:
             entering = state
@@ -178,6 +192,8 @@ class Composition(AbstractSteppedAdjoint):
         return state, result, _combined(infos), tuple(kept)
 
     def step_linearize(self, system: AbstractSystem, dt: Scalar, state: PyTree, residuals):
+        if self._joined is not None:
+            return self._joined.step_linearize(system, dt, state, residuals)
         inner = self._stepped_inner()
         return tuple((entering, inner.step_linearize(system, float(g) * dt, entering, res))
                      for g, (entering, res) in zip(self.coefficients, residuals))
@@ -185,6 +201,8 @@ class Composition(AbstractSteppedAdjoint):
     def step_vjp(self, system: AbstractSystem, dt: Scalar, state: PyTree, linearization, ct_state,
                  robust: bool = False):
         """The stages' adjoints, last stage first."""
+        if self._joined is not None:
+            return self._joined.step_vjp(system, dt, state, linearization, ct_state, robust)
         inner, seeds, converged = self._stepped_inner(), [], jnp.asarray(True)
         for g, (entering, lin) in reversed(list(zip(self.coefficients, linearization))):
             ct_state, seed, ok = inner.step_vjp(system, float(g) * dt, entering, lin, ct_state, robust)
@@ -195,6 +213,8 @@ class Composition(AbstractSteppedAdjoint):
     def parameter_vjp(self, system: AbstractSystem, dt: Scalar, seed):
         """The stages' cotangents summed; a stage's step is ``γ_i dt``, so its ``dt`` cotangent
         counts ``γ_i`` times."""
+        if self._joined is not None:
+            return self._joined.parameter_vjp(system, dt, seed)
         inner, total = self._stepped_inner(), None
         for g, stage_seed in zip(self.coefficients, seed):
             ct_system, ct_inner, ct_dt = inner.parameter_vjp(system, float(g) * dt, stage_seed)

@@ -35,7 +35,7 @@ import numpy as np
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
-from ._base import AbstractStateIsY, AbstractSteppedAdjoint, StepInfo, finite_result
+from ._base import AbstractComposable, AbstractStateIsY, AbstractSteppedAdjoint, StepInfo, finite_result
 from ._coadjoint_flows import apply, piece_flow
 from ._coadjoint_flows import speed as flow_speed
 from ._coadjoint_flows import coefficients as flow_coefficients
@@ -116,7 +116,7 @@ def _form_defect(system, d: int) -> Optional[Exception]:
 
 
 @final
-class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
+class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComposable):
     r"""The explicit splitting of a Lie–Poisson system whose Hamiltonian is quadratic plus linear
     in μ, with a quadratic part diagonal in the algebra's basis (the free rigid body on so(n),
     the heavy and Lagrange tops on se(3), the Clebsch case on e(3)): one step is the symmetric
@@ -151,8 +151,11 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
 
     pieces: Optional[tuple] = eqx.field(static=True, default=None)
     flow: str = eqx.field(static=True, default="auto")
+    # (internal) the step as Strang steps of these fractions of dt in turn: Composition's stages
+    _fractions: tuple = eqx.field(static=True, default=(1.0,))
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
+    linear_seed: ClassVar[bool] = True
 
     @property
     def family(self) -> "SplittableFamily":
@@ -165,6 +168,17 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
             if not self.pieces or not all(isinstance(p, str) and p[:1] in ("q", "l") and p[1:].isdigit()
                                           for p in self.pieces):
                 raise ValueError(f'LiePoissonSplitting: pieces must be names "q<k>" or "l<k>", got {self.pieces!r}')
+        f = self._fractions
+        if not f or f != f[::-1] or abs(sum(f) - 1.0) > 1e-12:
+            raise ValueError(f"LiePoissonSplitting: the step's fractions must be a palindrome summing to 1, got {f!r}")
+
+    def composed(self, fractions: tuple) -> "LiePoissonSplitting":
+        """The composition of this splitting's steps of ``fractions`` of ``dt`` as one sequence
+        of pieces: where one stage ends with the piece the next begins with, the two join (the
+        exact flow of a piece is a one-parameter group, ``φ_a ∘ φ_b = φ_{a+b}``; a Cayley piece
+        is not, and does not join), so Kahan–Li 8 of a rigid body's three pieces runs 69 flows,
+        not 85. One step, compiled and adjoint as one (:class:`lpjax.Composition` runs it)."""
+        return LiePoissonSplitting(self.pieces, self.flow, tuple(float(g) * f for g in fractions for f in self._fractions))
 
     @classmethod
     def for_system(cls, system: AbstractLiePoissonSystem, flow: str = "auto") -> "LiePoissonSplitting":
@@ -177,30 +191,39 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
         return cls(names or ("q0",), flow)
 
     def _sequence(self, d: int) -> list:
-        """The Strang sequence as ``(k, quadratic, share of dt)``."""
+        """The Strang sequence of each fraction of the step, as ``(k, quadratic, share of dt)``."""
         names = self.pieces if self.pieces is not None else _all_pieces(d)
         order = [(n, 0.5) for n in names[:-1]] + [(names[-1], 1.0)] + [(n, 0.5) for n in reversed(names[:-1])]
-        return [(int(n[1:]), n[0] == "q", share) for n, share in order]
+        return [(int(n[1:]), n[0] == "q", f * share) for f in self._fractions for n, share in order]
 
     def _flows(self, system) -> list:
-        """Each piece of the sequence's closed form, and whether it acts by its Cayley variant."""
-        out = []
-        for k, quadratic, share in self._sequence(system.algebra.dim):
+        """Each piece of the sequence: ``(k, quadratic, share, closed form, Cayley?, cut)``, with
+        neighbours that are the same piece's exact flow joined; ``cut``: a fraction of the step
+        ends with it."""
+        out, per_fraction = [], len(self._sequence(system.algebra.dim)) // len(self._fractions)
+        for i, (k, quadratic, share) in enumerate(self._sequence(system.algebra.dim)):
             flow = piece_flow(system.algebra, int(system.sign), k)
             cayley = self.flow == "cayley" or (self.flow == "auto" and flow.cayley is not None)
-            out.append((k, quadratic, share, flow, cayley))
-        return out
+            exact = not cayley or flow.kind == "taylor"  # (the Cayley map of a square-zero E is exp)
+            cut = (i + 1) % per_fraction == 0
+            if out and exact and out[-1][:2] == (k, quadratic) and out[-1][6]:
+                _, _, joined, _, _, joined_cut, _ = out.pop()
+                share, cut = share + joined, cut or joined_cut
+            out.append((k, quadratic, share, flow, cayley, cut, exact))
+        return [piece[:6] for piece in out]
 
     def _pieces(self, system, y: Float[Array, " d"], dt: Scalar, keep: bool):
         """The step on the entries of ``y``; with ``keep``, per piece ``(θ, coefficients, rate, output)``."""
         d = system.algebra.dim
         A, b = quadratic_pieces(system, y.dtype)
         x, kept = [y[j] for j in range(d)], []
-        for k, quadratic, share, flow, cayley in self._flows(system):
+        for k, quadratic, share, flow, cayley, cut in self._flows(system):
             rate = A[k] * x[k] if quadratic else b[k]
             theta = (share * dt) * rate
             coefficients = flow_coefficients(flow, theta, cayley, d)
             x = apply(coefficients, x)
+            if keep or cut:  # each piece's (batched) or fraction's values stored once, not recomputed for each use
+                x = _fence(x)
             if keep:
                 kept.append((theta, coefficients, rate, x))
         return x, kept
@@ -220,38 +243,39 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
         return (*self.step(system, y, dt), None)
 
     def step_linearize(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], residuals):
-        """Per piece, packed in one vector: its coefficients, ``φ'(θ) M_k y'``, ``∂θ/∂y_k`` and
-        ``∂θ/∂A_k`` (a quadratic piece), ``∂θ/∂dt`` (the step redone, batched over steps)."""
-        A, _ = quadratic_pieces(system, y.dtype)
+        """Per piece, packed in one vector: its coefficients, the nonzero entries of
+        ``φ'(θ) M_k y'``, and ``y_k`` (a quadratic piece) (the step redone, batched over steps)."""
         _, kept = self._pieces(system, y, dt, True)
         out = []
-        for (k, quadratic, share, flow, cayley), (theta, coefficients, rate, x) in zip(self._flows(system), kept):
+        for (k, quadratic, share, flow, cayley, _), (theta, coefficients, rate, x) in zip(self._flows(system), kept):
             out += [c for c, _ in coefficients if c is not None]
             rate_of_phi = flow_speed(flow, theta, cayley)
-            out += [w if rate_of_phi is None else rate_of_phi * w for w in apply(((None, flow.generator),), x)]
-            out += [share * dt * A[k], share * dt * x[k]] if quadratic else []
-            out.append(share * rate)
+            w = apply(((None, flow.generator),), x)
+            out += [w[j] if rate_of_phi is None else rate_of_phi * w[j] for j in _rows(flow)]
+            out += [x[k]] if quadratic else []
         return jnp.stack([jnp.asarray(v, y.dtype) for v in out])
 
     def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], linearization, ct_state,
                  robust: bool = False):
         d = system.algebra.dim
+        A, b = quadratic_pieces(system, ct_state.dtype)
         lam, ct_a, ct_b, ct_dt = [ct_state[j] for j in range(d)], [None] * d, [None] * d, None
-        flows, at = self._flows(system), len(linearization)
-        for k, quadratic, share, flow, cayley in reversed(flows):  # the packed entries, read from the end
-            size = d + (3 if quadratic else 1)
-            tail = [linearization[at - size + j] for j in range(size)]
+        entries = iter(linearization[j] for j in reversed(range(len(linearization))))  # read from the end
+        for i, (k, quadratic, share, flow, cayley, cut) in enumerate(reversed(self._flows(system))):
+            if cut and i:  # a fraction of the step ends here
+                fenced = _fence(lam + ct_a + ct_b + [ct_dt])
+                lam, ct_a, ct_b, ct_dt = fenced[:d], fenced[d:2 * d], fenced[2 * d:3 * d], fenced[3 * d]
+            y_k = next(entries) if quadratic else None
+            g = sum(lam[j] * w for j, w in zip(reversed(_rows(flow)), entries))
             pattern = flow_coefficients(flow, 0.0, cayley, d)
-            n_coef = sum(c is not None for c, _ in pattern)
-            at -= size + n_coef
-            values = iter([linearization[at + j] for j in range(n_coef)])
-            g = sum(l * w for l, w in zip(lam, tail[:d]))
+            values = iter([next(entries) for c, _ in reversed(pattern) if c is not None][::-1])
             lam = apply(tuple((None if c is None else next(values), P.T) for c, P in pattern), lam)
-            ct_dt = _plus(ct_dt, g * tail[-1])
-            if quadratic:
-                lam[k] = lam[k] + g * tail[d]
-                ct_a[k] = _plus(ct_a[k], g * tail[d + 1])
-            else:
+            if quadratic:  # θ = share·dt·A_k·y_k
+                ct_dt = _plus(ct_dt, g * (share * A[k]) * y_k)
+                lam[k] = lam[k] + g * (share * dt * A[k])
+                ct_a[k] = _plus(ct_a[k], g * (share * dt) * y_k)
+            else:  # θ = share·dt·b_k
+                ct_dt = _plus(ct_dt, g * (share * b[k]))
                 ct_b[k] = _plus(ct_b[k], g * (share * dt))
         zero = jnp.zeros((), ct_state.dtype)
         seed = jnp.stack([zero if v is None else v for v in ct_a + ct_b + [ct_dt]])  # (Ā, b̄, dt̄) in one vector
@@ -263,6 +287,18 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint):
         _, vjp = eqx.filter_vjp(lambda s: quadratic_pieces(s, seed.dtype), system)
         (ct_system,) = vjp((seed[:d], seed[d:2 * d]))
         return ct_system, None, seed[2 * d]
+
+
+def _rows(flow) -> np.ndarray:
+    """The rows of a piece's generator ``M_k`` that are not zero (``M_k y'`` elsewhere is 0)."""
+    return np.flatnonzero(np.any(flow.generator != 0, axis=1))
+
+
+def _fence(values: list) -> list:
+    """``values`` (scalars; None: zero) through one optimization barrier, so that XLA stores them
+    once rather than recomputing them in every fusion that reads them."""
+    it = iter(jax.lax.optimization_barrier(jnp.stack([v for v in values if v is not None])))
+    return [None if v is None else next(it) for v in values]
 
 
 def _plus(a, b):
