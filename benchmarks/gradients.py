@@ -9,7 +9,9 @@ the same heavy top, diffrax's Tsit5 and lpjax's GL4 as a diffrax solver
 (``lpjax.diffrax.GaussLegendre(2)``), constant steps, ``RecursiveCheckpointAdjoint``; 10³, 10⁴
 and 10⁵ steps (10³, 10⁴ with ``--quick``); and, at 10³ and 10⁴ steps only (their steps cost
 20–140 µs), ``Collective()`` (GL4 on the canonized heavy top) and ``DiscreteEulerPoincare`` with
-``lagrangians.midpoint`` of the heavy top. The loss is the sum of the final state; the gradient
+``lagrangians.midpoint`` of the heavy top; ``LiePoissonSplitting`` (the default Cayley flow, and
+the exact flow) and its Kahan–Li 6 composition on the rigid body, the splitting of the heavy top,
+and Moser–Veselov composed by the triple jump. The loss is the sum of the final state; the gradient
 is ``eqx.filter_grad`` with respect to every array of the system (for DEP: of its Lagrangian,
 which holds the heavy top's) and the initial state together.
 
@@ -59,6 +61,15 @@ _TOP = (heavy_top(jnp.array([1.0, 1.0, 0.5]), jnp.array([0.1, 0.0, 1.0]), 1.0),
         jnp.array([0.3, 0.2, 2.0, 0.0, np.sin(0.4), np.cos(0.4)]))
 
 
+_RIGID = lpjax.LiePoissonSplitting(("q0", "q1", "q2"))
+_RIGID_BODY_METHODS = {
+    "Splitting rigid body": _RIGID,
+    "Splitting (exact flow) rigid body": lpjax.LiePoissonSplitting(("q0", "q1", "q2"), "exact"),
+    "Composition(splitting, Kahan-Li 6) rigid body": lpjax.Composition(_RIGID, "kahan-li6"),
+    "Composition(Moser-Veselov, triple jump) rigid body": lpjax.Composition(lpjax.MoserVeselov(), "triple-jump"),
+}
+
+
 def _case(name):
     """``(params, run, y0)``: the arrays differentiated and ``run(params) -> (system, method)``;
     ``params`` is the system, except for DEP, whose Lagrangian (the method) holds the arrays."""
@@ -70,6 +81,10 @@ def _case(name):
         return (lpjax.DiscreteEulerPoincare(lagrangians.midpoint(_TOP[0])), lambda method: (_TOP[0], method), _TOP[1])
     if name == "Moser-Veselov rigid body":
         return rigid_body(jnp.array([1.0, 2.0, 3.0])), lambda system: (system, lpjax.MoserVeselov()), jnp.array([1.0, 0.5, 0.8])
+    if name in _RIGID_BODY_METHODS:
+        return rigid_body(jnp.array([1.0, 2.0, 3.0])), lambda system: (system, _RIGID_BODY_METHODS[name]), jnp.array([1.0, 0.5, 0.8])
+    if name == "Splitting heavy top":
+        return _TOP[0], lambda system: (system, lpjax.LiePoissonSplitting.for_system(_TOP[0])), _TOP[1]
     return (lagrange_top(3, frame="rest"), lambda system: (system, lpjax.SurisLagrangeTop()),
             jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
 
@@ -201,6 +216,11 @@ def main() -> None:
     cases = [(name, variant) for name in ("GL4 heavy top", "Suris Lagrange top", "Moser-Veselov rigid body")
              for variant in ("auto", "direct", "scan")]
     cases += [(name, variant) for name in ("Collective (GL4) heavy top", "DEP (midpoint) heavy top")
+              for variant in ("auto", "direct")]
+    cases += [("Splitting rigid body", variant) for variant in ("auto", "direct", "scan")]
+    cases += [(name, "auto") for name in ("Splitting (exact flow) rigid body", "Splitting heavy top")]
+    cases += [(name, variant) for name in ("Composition(splitting, Kahan-Li 6) rigid body",
+                                           "Composition(Moser-Veselov, triple jump) rigid body")
               for variant in ("auto", "direct")]
     cases += [("diffrax Tsit5 heavy top", "diffrax"), ("diffrax + lpjax GL4 heavy top", "diffrax")]
     for name, variant in cases:

@@ -221,3 +221,53 @@ def test_the_stepped_adjoint_of_moser_veselov_equals_direct_ad(n, reconstruct):
 
     args = (system, y0, jnp.asarray(0.05))
     _assert_discrete_equals_direct(loss, args, 3, 1e-12)
+
+
+def _stepped_cases():
+    from lpjax.systems import rigid_body
+
+    rb, y0 = rigid_body(jnp.array([1.0, 2.0, 3.0])), jnp.array([0.4, -0.8, 1.5])
+    split = lpjax.LiePoissonSplitting(("q0", "q1", "q2"))
+    return {"splitting": (rb, split, y0), "Composition(splitting)": (rb, lpjax.Composition(split, "triple-jump"), y0),
+            "GL4 heavy top": CASES["GL4 heavy top"]}
+
+
+@pytest.mark.parametrize("name", ["splitting", "Composition(splitting)", "GL4 heavy top"])
+def test_kept_and_recomputed_states_give_the_same_gradient(monkeypatch, name):
+    """A loop whose states fit in ``KEEP_BYTES`` keeps them in its run; with the budget at 0 the
+    backward pass recomputes them group by group: the same gradient in every system array and
+    y0, to 1e-12, and JAX's (``adjoint="direct"``) to 1e-10."""
+    import lpjax._adjoint as adjoint_module
+
+    system, method, y0 = _stepped_cases()[name]
+
+    def loss(args, adjoint="auto"):
+        system, y0 = args
+        ys = lpjax.integrate(system, method, y0, 0.01, 300, save_every=300, adjoint=adjoint).ys
+        return jnp.sum(ys[-1] * jnp.arange(1.0, 1.0 + y0.size))
+
+    kept = eqx.filter_grad(loss)((system, y0))
+    monkeypatch.setattr(adjoint_module, "KEEP_BYTES", 0)
+    recomputed = eqx.filter_grad(loss)((system, y0))
+    direct = eqx.filter_grad(lambda a: loss(a, "direct"))((system, y0))
+    for a, b, c in zip(jax.tree.leaves(kept), jax.tree.leaves(recomputed), jax.tree.leaves(direct)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-13)
+
+
+def test_a_stepped_adjoint_keeps_its_states_up_to_keep_bytes_then_checkpoints():
+    """The splitting keeps 24 bytes a step (the rigid body's state): under ``KEEP_BYTES`` the
+    compiled gradient's temporary memory holds every state; above, groups of about √n are
+    recomputed and the memory grows as about √n (16× the steps: measured 16^0.5)."""
+    from lpjax._adjoint import KEEP_BYTES
+
+    system, method, y0 = _stepped_cases()["splitting"]
+
+    def temp(n):
+        grad = eqx.filter_jit(eqx.filter_grad(lambda y: _loss(system, y, method, n, n)))
+        return grad.lower(y0).compile().compiled.memory_analysis().temp_size_in_bytes
+
+    small, big = KEEP_BYTES // 24 // 2, 4 * KEEP_BYTES // 24
+    assert temp(small) >= 24 * small
+    assert temp(big) <= 24 * big / 10
+    assert temp(16 * big) / temp(big) <= 16**0.6
