@@ -34,9 +34,8 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None, in_sweep: boo
     its parameter cotangent formed in the sweep) or, given
     ``stepped = (f_res, f_lin, f_vjp, f_params, throw, linear_seed)``, a :func:`stepped_scan` (the method's adjoint of its
     step, reverse mode only; when the loop's entering states and residuals take at most
-    :data:`KEEP_BYTES`, one group whose run keeps them, so that the backward pass does not
-    recompute it). Without differentiation none costs anything. Loops shorter than 16 are one
-    group.
+    :data:`KEEP_BYTES`, the run keeps them and the backward pass recomputes nothing). Without
+    differentiation none costs anything. Loops shorter than 16 are one group.
     """
     if stepped is not None:
         discrete = True
@@ -73,10 +72,9 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None, in_sweep: boo
 KEEP_BYTES = 2**20
 """Per trajectory (a batch under ``vmap`` keeps its size times as much): a loop with its own
 adjoint of a step whose entering states and residuals fit keeps them in its run rather than
-recomputing them in the backward pass, which then linearizes as many steps at once as fit
-(and at least about √n). Measured (10⁴ steps of the rigid body, gradient in the inertia over
-the forward run; XLA's temporary memory 3.6 MB against 0.1 MB): the splitting (24 bytes a
-step) 4.3 recomputed, 3.1 kept; its exact flow 5.7 and 3.7; Moser–Veselov 2.7 and 1.6."""
+recomputing them in the backward pass. Measured (10⁴ steps of the rigid body, gradient in the
+inertia over the forward run): the splitting (24 bytes a step) 4.3 recomputed, 3.1 kept; its
+exact flow 5.7 and 4.8; Moser–Veselov 2.7 and 1.5."""
 
 
 def _step_bytes(f_res, dyn, carry) -> int:
@@ -255,12 +253,12 @@ def _chunked_scan(f, carry, length: int):
 
 
 def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents, kept=None):
-    throw = fs[5]
+    _, f_res, _, _, _, throw, _ = fs
     ct_carry = cotangents[0]
     params = any(jax.tree.leaves(wanted))
     if kept is None:
         def forward(c, _):  # (the statistics are not recomputed: XLA drops what only they need)
-            c1, res = fs[1](dyn, c)
+            c1, res = f_res(dyn, c)
             return eqx.tree_at(lambda c: c.state, c, c1.state), (c.state, res)
 
         lam, ok, ct_dyn = _group_bwd(fs, dyn, _chunked_scan(forward, carry0, length)[1], ct_carry.state, params)
@@ -275,11 +273,11 @@ def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents, kept=None):
 
 
 def _kept_bwd(fs, dyn, kept, lam, params: bool, length: int):
-    """:func:`_group_bwd` over the kept steps in groups, the last group first: as many steps as
-    linearize within :data:`KEEP_BYTES`, and at least about √length."""
-    one = jax.eval_shape(lambda: fs[2](dyn, *jax.tree.map(lambda a: a[0], kept)))
-    fit = KEEP_BYTES // max(1, sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(one)))
-    group = length if length < 16 else max(_group_size(length), min(length, fit))
+    """:func:`_group_bwd` over the kept steps in groups of about √length (as recomputed), the
+    last group first. (Larger groups were faster for the splitting's exact flow, 3.7 forward
+    runs against 4.8, but XLA's CPU runtime deadlocked on some sizes: DEP, 10⁴ steps in groups
+    of 1000 or 3360, not of 100, 500 or 2000.)"""
+    group = length if length < 16 else _group_size(length)
     q, r = divmod(length, group)
     head = jax.tree.map(lambda a: a[:q * group].reshape(q, group, *a.shape[1:]), kept)
     shape = jax.eval_shape(lambda: _group_bwd(fs, dyn, jax.tree.map(lambda a: a[0], head), lam, params)[2])
