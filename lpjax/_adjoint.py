@@ -32,7 +32,7 @@ def loop(f, dyn, carry, length: int, discrete: bool, stepped=None, in_sweep: boo
     (``discrete=False``: JAX differentiates the loop, forward and reverse mode), a
     :func:`_adjoint_scan` (``discrete=True``: the discrete adjoint, reverse mode only; ``in_sweep``:
     its parameter cotangent formed in the sweep) or, given
-    ``stepped = (f_res, f_lin, f_vjp, f_params, throw, linear_seed)``, a :func:`stepped_scan` (the method's adjoint of its
+    ``stepped = (f_res, f_lin, f_vjp, f_params, throw, linear_seed, f_seed)``, a :func:`stepped_scan` (the method's adjoint of its
     step, reverse mode only; when the loop's entering states and residuals take at most
     :data:`KEEP_BYTES`, the run keeps them and the backward pass recomputes nothing). Without
     differentiation none costs anything. Loops shorter than 16 are one group.
@@ -204,12 +204,13 @@ def _adjoint_scan_bwd(f, length, in_sweep, dyn, carry0, wanted, cotangents):
 
 def stepped_scan(fs, length: int, dyn, carry, keep: bool = False):
     """``lax.scan`` of ``f(dyn, ·) -> (carry, None)`` whose reverse mode is the method's own
-    adjoint of a step. ``fs = (f, f_res, f_lin, f_vjp, f_params, throw, linear_seed)``: ``f_res(dyn, c) ->
+    adjoint of a step. ``fs = (f, f_res, f_lin, f_vjp, f_params, throw, linear_seed, f_seed)``: ``f_res(dyn, c) ->
     (carry, residuals)`` is the step keeping what ``f_lin(dyn, state, residuals) -> lin``
     needs, ``lin`` what ``f_vjp(dyn, state, lin, ct_state, robust) -> (ct_state, seed, ok)``
     needs (``robust``: the fast or the robust solve), and ``f_params(dyn, seed) -> ct_dyn`` a
-    step's parameter cotangent; ``linear_seed``: ``f_params`` is linear in the seed, so the sweep
-    sums the seeds and ``f_params`` runs once. The backward pass recomputes the loop once (without the
+    step's parameter cotangent; ``linear_seed``: ``f_params`` is linear in the seed, so the seeds
+    are summed and ``f_params`` runs once; ``f_seed(dyn, state, lin, ct_new_state) -> seed``, or
+    None: each step's seed formed after the sweep for all the steps at once, not in it. The backward pass recomputes the loop once (without the
     statistics), keeping each step's entering state and residuals, runs ``f_lin`` over all the
     steps at once (``vmap``), ``f_vjp`` backwards (again with the robust solve if a step's fast
     one failed), then ``f_params`` over all the steps at once (not at all for a gradient in the
@@ -253,7 +254,7 @@ def _chunked_scan(f, carry, length: int):
 
 
 def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents, kept=None):
-    _, f_res, _, _, _, throw, _ = fs
+    _, f_res, _, _, f_params, throw, linear_seed, _ = fs
     ct_carry = cotangents[0]
     params = any(jax.tree.leaves(wanted))
     if kept is None:
@@ -264,6 +265,8 @@ def _stepped_bwd(fs, length, dyn, carry0, wanted, cotangents, kept=None):
         lam, ok, ct_dyn = _group_bwd(fs, dyn, _chunked_scan(forward, carry0, length)[1], ct_carry.state, params)
     else:  # the run kept every step
         lam, ok, ct_dyn = _kept_bwd(fs, dyn, kept, ct_carry.state, params, length)
+    if params and linear_seed:  # the seeds' sum: the parameter cotangent formed once
+        ct_dyn = f_params(dyn, ct_dyn)
     if params:
         ct_dyn = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), ct_dyn)
     lam = jax.tree.map(lambda a: jnp.where(ok, a, jnp.nan), lam)
@@ -281,26 +284,28 @@ def _kept_bwd(fs, dyn, kept, lam, params: bool, length: int):
     q, r = divmod(length, group)
     head = jax.tree.map(lambda a: a[:q * group].reshape(q, group, *a.shape[1:]), kept)
     shape = jax.eval_shape(lambda: _group_bwd(fs, dyn, jax.tree.map(lambda a: a[0], head), lam, params)[2])
-    ct_dyn, ok = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shape), jnp.asarray(True)
+    total, ok = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shape), jnp.asarray(True)
     if r:
-        lam, ok, ct_dyn = _group_bwd(fs, dyn, jax.tree.map(lambda a: a[q * group:], kept), lam, params)
+        lam, ok, total = _group_bwd(fs, dyn, jax.tree.map(lambda a: a[q * group:], kept), lam, params)
 
     def back(acc, one_group):
-        lam, ok, ct_dyn = acc
-        lam, ok1, ct1 = _group_bwd(fs, dyn, one_group, lam, params)
-        return (lam, ok & ok1, jax.tree.map(jnp.add, ct_dyn, ct1)), None
+        lam, ok, total = acc
+        lam, ok1, part = _group_bwd(fs, dyn, one_group, lam, params)
+        return (lam, ok & ok1, jax.tree.map(jnp.add, total, part)), None
 
-    return jax.lax.scan(back, (lam, ok, ct_dyn), head, reverse=True)[0]
+    return jax.lax.scan(back, (lam, ok, total), head, reverse=True)[0]
 
 
 def _group_bwd(fs, dyn, kept, lam, params: bool):
-    """``(λ, ok, parameter cotangent or None)`` of the steps whose entering states and residuals
-    are ``kept``, from the cotangent ``lam`` of the state after them."""
-    _, _, f_lin, f_vjp, f_params, _, linear_seed = fs
+    """``(λ, ok, parameter cotangent, the seeds' sum if they are linear, or None)`` of the steps
+    whose entering states and residuals are ``kept``, from the cotangent ``lam`` of the state
+    after them."""
+    _, _, f_lin, f_vjp, f_params, _, linear_seed, f_seed = fs
     states, res = kept
     lins = jax.vmap(lambda state, r: f_lin(dyn, state, r))(states, res)
 
-    total = params and linear_seed  # the seeds summed in the sweep, the parameter cotangent formed once
+    batched = params and f_seed is not None  # the seeds formed after the sweep, from the cotangents that entered
+    total = params and linear_seed and not batched  # the seeds summed in the sweep
     if total:
         shape = jax.eval_shape(lambda: f_vjp(dyn, states[0], jax.tree.map(lambda a: a[0], lins), lam, False))
         zero = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shape[1])
@@ -308,17 +313,21 @@ def _group_bwd(fs, dyn, kept, lam, params: bool):
     def sweep(robust: bool):
         def back(acc, xs):
             lam, ok, summed = acc
-            lam, seed, ok1 = f_vjp(dyn, xs[0], xs[1], lam, robust)
+            lam1, seed, ok1 = f_vjp(dyn, xs[0], xs[1], lam, robust)
+            if batched:
+                return (lam1, ok & ok1, None), lam
             if total:
-                return (lam, ok & ok1, jax.tree.map(jnp.add, summed, seed)), None
-            return (lam, ok & ok1, None), seed
+                return (lam1, ok & ok1, jax.tree.map(jnp.add, summed, seed)), None
+            return (lam1, ok & ok1, None), seed
 
         return jax.lax.scan(back, (lam, jnp.asarray(True), zero if total else None), (states, lins), reverse=True)
 
     fast = sweep(False)  # a group with a step whose fast adjoint solve failed is redone robustly
     (lam, ok, summed), seeds = jax.lax.cond(fast[0][1], lambda: fast, lambda: sweep(True))
-    if not params:
-        return lam, ok, None
-    if total:
-        return lam, ok, f_params(dyn, summed)
+    if batched:
+        seeds = jax.vmap(lambda state, lin, ct: f_seed(dyn, state, lin, ct))(states, lins, seeds)
+        if linear_seed:
+            return lam, ok, jax.tree.map(lambda a: jnp.sum(a, axis=0), seeds)
+    if not params or total:
+        return lam, ok, summed
     return lam, ok, jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(lambda seed: f_params(dyn, seed))(seeds))

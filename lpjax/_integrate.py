@@ -167,8 +167,12 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         zeros = jax.tree.map(jnp.zeros_like, eqx.filter(dyn, eqx.is_inexact_array))
         return tuple(z if c is None else jax.tree.map(lambda c, z: c.astype(z.dtype), c, z) for c, z in zip(ct, zeros))
 
-    stepped = ((step_residuals, step_linearize, step_vjp, parameter_vjp, throw, method.linear_seed) if stepped_method
-               else None)
+    def step_seed(dyn, state, res, ct):
+        system, method, dt = eqx.combine(dyn, static)
+        return method.step_seed(system, dt, state, res, ct)
+
+    stepped = ((step_residuals, step_linearize, step_vjp, parameter_vjp, throw, method.linear_seed,
+                step_seed if method.batched_seed else None) if stepped_method else None)
 
     def one_save(dyn, carry: _Carry):
         system, method, _ = eqx.combine(dyn, static)

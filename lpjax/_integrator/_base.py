@@ -129,6 +129,13 @@ class AbstractSteppedAdjoint(AbstractIntegrator):
     #: once for it, not once per step.
     linear_seed: ClassVar[bool] = False
 
+    #: Whether the seed of each step is formed after the sweep, for many steps at once, by a
+    #: method ``step_seed(system, dt, state, linearization, ct_state) -> seed`` under ``vmap``
+    #: (``ct_state``: the cotangent of the step's new state), not by :meth:`step_vjp` in the
+    #: sweep: where each entry of the seed sums a chain of the step that the sweep would
+    #: otherwise recompute for it.
+    batched_seed: ClassVar[bool] = False
+
     @abc.abstractmethod
     def step_residuals(self, system: AbstractSystem, state: PyTree, dt: Scalar) -> tuple[PyTree, Any, StepInfo, PyTree]:
         """:meth:`step`, and what :meth:`step_vjp` needs of it: ``(state, result, info, residuals)``."""

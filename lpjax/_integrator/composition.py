@@ -151,6 +151,14 @@ class Composition(AbstractSteppedAdjoint):
     def linear_seed(self) -> bool:
         return isinstance(self.inner, AbstractSteppedAdjoint) and self.inner.linear_seed
 
+    @property
+    def batched_seed(self) -> bool:
+        return self._joined is not None and self._joined.batched_seed
+
+    def step_seed(self, system: AbstractSystem, dt: Scalar, state: PyTree, linearization, ct_state):
+        """The joined form's (:attr:`batched_seed`: only with one)."""
+        return self._joined.step_seed(system, dt, state, linearization, ct_state)
+
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
         return self.inner.init(system, y0, self.coefficients[0] * dt)
 

@@ -156,6 +156,7 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     linear_seed: ClassVar[bool] = True
+    batched_seed: ClassVar[bool] = True
 
     @property
     def family(self) -> "SplittableFamily":
@@ -257,12 +258,22 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
 
     def step_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], linearization, ct_state,
                  robust: bool = False):
+        lam, seed = self._adjoint(system, dt, linearization, ct_state, False)
+        return lam, seed, jnp.asarray(True)
+
+    def step_seed(self, system: AbstractLiePoissonSystem, dt: Scalar, y: Float[Array, " d"], linearization, ct_state):
+        """The seed of :meth:`step_vjp`, for many steps at once (``batched_seed``): its entries
+        sum the chain of λ through the pieces, which the sweep would recompute for each."""
+        return self._adjoint(system, dt, linearization, ct_state, True)[1]
+
+    def _adjoint(self, system, dt, linearization, ct_state, batched: bool):
+        """``(λ, seed)``: λ through the pieces, last first, and the seed (Ā, b̄, dt̄) in one vector."""
         d = system.algebra.dim
         A, b = quadratic_pieces(system, ct_state.dtype)
         lam, ct_a, ct_b, ct_dt = [ct_state[j] for j in range(d)], [None] * d, [None] * d, None
         entries = iter(linearization[j] for j in reversed(range(len(linearization))))  # read from the end
         for i, (k, quadratic, share, flow, cayley, cut) in enumerate(reversed(self._flows(system))):
-            if cut and i:  # a fraction of the step ends here
+            if i and (cut or batched):  # a fraction of the step ends here, or each piece (batched)
                 fenced = _fence(lam + ct_a + ct_b + [ct_dt])
                 lam, ct_a, ct_b, ct_dt = fenced[:d], fenced[d:2 * d], fenced[2 * d:3 * d], fenced[3 * d]
             y_k = next(entries) if quadratic else None
@@ -278,9 +289,8 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
                 ct_dt = _plus(ct_dt, g * (share * b[k]))
                 ct_b[k] = _plus(ct_b[k], g * (share * dt))
         zero = jnp.zeros((), ct_state.dtype)
-        seed = jnp.stack([zero if v is None else v for v in ct_a + ct_b + [ct_dt]])  # (Ā, b̄, dt̄) in one vector
-        lam, seed = jax.lax.optimization_barrier((jnp.stack(lam).astype(ct_state.dtype), seed))
-        return lam, seed, jnp.asarray(True)
+        seed = jnp.stack([zero if v is None else v for v in ct_a + ct_b + [ct_dt]])
+        return jax.lax.optimization_barrier((jnp.stack(lam).astype(ct_state.dtype), seed))
 
     def parameter_vjp(self, system: AbstractLiePoissonSystem, dt: Scalar, seed):
         d = system.algebra.dim
