@@ -216,8 +216,10 @@ _CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept 
 @click.option("--out", required=True, help="the zarr store (a directory)")
 @click.option("--resume", is_flag=True, help="finish an interrupted store with the same settings")
 @click.option("--progress/--no-progress", default=None, help="a progress bar over chunks (default: when stderr is a terminal)")
-@click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused"]), default="auto", show_default=True,
-              help="how a block of members runs (auto: fused on a GPU, scan otherwise)")
+@click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused", "native"]), default="auto",
+              show_default=True,
+              help="how a block of members runs (auto: native on a CPU when the lpjax[cpu] extra is installed "
+                   "and $LPJAX_CPU_KERNEL is not 'scan', else scan; fused on a GPU; scan on a TPU)")
 @click.option("--processes", type=click.IntRange(min=1), help="start K local processes of one run, each on its share of the cores")
 @click.option("--distributed/--no-distributed", default=None,
               help="join a multi-process run (jax.distributed; default: when a launcher started several processes)")

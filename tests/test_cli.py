@@ -164,3 +164,20 @@ def test_plot_lines_carry_the_coordinate_names():
         system = entry.build(entry.params)
         assert state_labels(system, entry.state(system, entry.params).size) == labels
     assert state_labels(lpjax.CanonicalSystem(lambda y: y @ y, n=2), 4) == ["q1", "q2", "p1", "p2"]
+
+
+def test_the_kernel_option_lists_every_kernel_and_says_what_auto_picks(tmp_path, capsys):
+    """``--kernel`` offers every kernel of ``lpjax.ensemble`` (``native`` included), its help says
+    what ``auto`` picks on each platform, and ``--kernel native`` runs where llvmlite is installed."""
+    from lpjax._ensemble._kernel import KERNELS, native_available
+
+    assert main(["ensemble", "--help"]) in (0, None)
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"[{'|'.join(KERNELS)}]" in text
+    assert "auto: native on a CPU" in text and "fused on a GPU" in text
+    if native_available():
+        argv = ["ensemble", "rigid_body", "--n", "20", "--method", "mv", "--dt", "0.02", "--steps", "10",
+                "--out", str(tmp_path / "native.zarr"), "--no-progress", "--kernel", "native"]
+        assert main(argv) == 0
+        assert main(["show", str(tmp_path / "native.zarr")]) == 0
+        assert "failed members: 0" in capsys.readouterr().out
