@@ -70,7 +70,10 @@ def optional_tol(tol, name: str = "tol") -> Optional[float]:
 
 
 def as_float(x: ArrayLike, what: str) -> Array:
-    """``jnp.asarray`` with integers promoted to the default float; rejects complex."""
+    """``jnp.asarray`` with integers promoted to the default float; rejects complex and anything
+    that is not numbers (a string)."""
+    if not isinstance(x, jax.Array) and np.asarray(x).dtype.kind not in "biufc":
+        raise ValueError(f"{what} expects numbers (an array of floats), got {np.asarray(x).dtype} ({type(x).__name__})")
     x = jnp.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ValueError(f"{what} expects a real floating-point array, got dtype {x.dtype}")

@@ -271,7 +271,7 @@ def integrate(
     ``Solution.result``. ``y0`` may be a list or tuple (integers become floats).
     """
     previous = y0 if isinstance(y0, Solution) else None
-    if isinstance(y0, (list, tuple)):  # as the constructors take parameters: integers become floats
+    if isinstance(y0, (list, tuple, str)):  # as the constructors take parameters: integers become floats
         y0 = as_float(y0, "integrate: y0")
     if previous is not None:
         y0 = previous.ys[-1]

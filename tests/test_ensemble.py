@@ -339,6 +339,18 @@ def test_what_cannot_be_fused_falls_back_to_the_scan_once():
         lpjax.ensemble(RB, method, M0[:20], 0.02, 4, kernel="fused", observe=_spectrum)  # said once
 
 
+def test_a_state_of_the_wrong_shape_or_not_numbers_is_refused_before_tracing():
+    """``ensemble`` names a member's expected shape as ``integrate`` does (not a broadcasting
+    error from inside the step), and a string state says it must be numbers; so does
+    ``integrate``."""
+    with pytest.raises(ValueError, match=r"state must have shape \(3,\), got \(2,\)"):
+        lpjax.ensemble(RB, lpjax.GaussLegendre(2), jnp.ones((10, 2)), 0.01, 10)
+    with pytest.raises(ValueError, match="ensemble: y0s must be numbers"):
+        lpjax.ensemble(RB, lpjax.GaussLegendre(2), "1 .5 .8", 0.01, 10)
+    with pytest.raises(ValueError, match="integrate: y0 expects numbers"):
+        lpjax.integrate(RB, lpjax.GaussLegendre(2), "1 .5 .8", 0.01, 10)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="kernel must be one of 'auto', 'scan', 'entries', 'fused', 'native', got 'pallas'"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, kernel="pallas")

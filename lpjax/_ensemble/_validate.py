@@ -170,13 +170,21 @@ def validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_syste
     n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble")
     if metadata is not None:
         json.dumps(metadata)  # must be JSON (it goes into the store's attributes)
+    if not isinstance(y0s, jax.Array) and np.asarray(y0s).dtype.kind not in "biuf":
+        raise ValueError(f"ensemble: y0s must be numbers (an array of floats), got {np.asarray(y0s).dtype} "
+                         f"({type(y0s).__name__})")
     rdtype = run_dtype(dtype, np.asarray(y0s), "ensemble")
     rdtype = rdtype if rdtype.kind == "f" else np.dtype(jnp.result_type(float))
     y0s = np.asarray(y0s, dtype=rdtype)
     if y0s.ndim not in (1, 2):
         raise ValueError(f"ensemble: y0s must have shape (N, d) (or (d,) with a batched system), got {y0s.shape}")
     y_one = jnp.asarray(y0s if y0s.ndim == 1 else y0s[0])
-    system, method, system_n = _checked(system, method, rdtype, batched_system, y_one.shape, dt)
+    try:
+        system, method, system_n = _checked(system, method, rdtype, batched_system, y_one.shape, dt)
+    except TypeError:  # a step traced with a state of the wrong shape: say so, as integrate does
+        if not batched_system:
+            system.check_state(y_one)
+        raise
     if system_n is None and y0s.ndim == 1:
         raise ValueError(f"ensemble: y0s must have shape (N, d); got one state {y0s.shape} (for a system batched over "
                          "parameters pass batched_system=True)")
