@@ -80,7 +80,12 @@ exact flow 5.7 and 4.8; Moser–Veselov 2.7 and 1.5."""
 def _step_bytes(f_res, dyn, carry) -> int:
     """What a step keeps for the backward pass: its entering state and residuals, in bytes."""
     c1, res = jax.eval_shape(f_res, dyn, carry)
-    return sum(a.size * a.dtype.itemsize for a in jax.tree.leaves((c1.state, res)))
+    return _nbytes((c1.state, res))
+
+
+def _nbytes(tree) -> int:
+    """The bytes of the arrays (or shapes) of ``tree``."""
+    return sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(tree))
 
 
 def _run_outside(backward, f, length: int, dyn, carry, keep=None):
@@ -239,9 +244,7 @@ def _chunked_scan(f, carry, length: int):
     as keep their outputs within :data:`_SMALL` bytes. Measured (Kahan–Li 6 of the rigid body's
     splitting, 10⁴ steps keeping each state): 7.2 ms as one scan writing a buffer of 100 states,
     2.6 ms in chunks of 16, against 2.4 ms without keeping them."""
-    out = jax.eval_shape(lambda c: f(c, None)[1], carry)
-    size = sum(a.size * a.dtype.itemsize for a in jax.tree.leaves(out))
-    chunk = min(length, _SMALL // max(size, 1))
+    chunk = min(length, _SMALL // max(_nbytes(jax.eval_shape(lambda c: f(c, None)[1], carry)), 1))
     if chunk < 2 or chunk == length:
         return jax.lax.scan(f, carry, None, length=length)
     q, r = divmod(length, chunk)
