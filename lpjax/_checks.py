@@ -29,12 +29,15 @@ __all__ = [
     "positive_int",
     "optional_tol",
     "as_float",
+    "as_numbers",
     "float_vector",
     "positive_vector",
     "finite_array",
     "finite_scalar",
     "bracket_sign",
     "run_dtype",
+    "refuse_silent_float32",
+    "input_dtype",
     "cast_floats",
     "external_stacklevel",
 ]
@@ -69,11 +72,23 @@ def optional_tol(tol, name: str = "tol") -> Optional[float]:
     return float(tol)
 
 
+def as_numbers(x: ArrayLike, what: str) -> np.ndarray:
+    """A NumPy float array of ``x`` (a list, a tuple, a NumPy array: its precision kept, for
+    :func:`run_dtype` to judge; integers become float64); rejects complex and anything that is not
+    numbers (a string)."""
+    dt = np.asarray(x).dtype
+    if dt.kind not in "biufc":
+        raise ValueError(f"{what} expects numbers (an array of floats), got {dt} ({type(x).__name__})")
+    if dt.kind == "c":
+        raise ValueError(f"{what} expects a real floating-point array, got dtype {dt}")
+    return np.asarray(x, None if dt.kind == "f" else np.float64)
+
+
 def as_float(x: ArrayLike, what: str) -> Array:
     """``jnp.asarray`` with integers promoted to the default float; rejects complex and anything
     that is not numbers (a string)."""
-    if not isinstance(x, jax.Array) and np.asarray(x).dtype.kind not in "biufc":
-        raise ValueError(f"{what} expects numbers (an array of floats), got {np.asarray(x).dtype} ({type(x).__name__})")
+    if not isinstance(x, jax.Array):
+        as_numbers(x, what)
     x = jnp.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise ValueError(f"{what} expects a real floating-point array, got dtype {x.dtype}")
@@ -155,19 +170,44 @@ def finite_scalar(x: ArrayLike, name: str) -> Array:
     return jnp.asarray(x)
 
 
+_X64_HINT = ("turn x64 on (jax.config.update('jax_enable_x64', True) before any computation, or the environment "
+             "variable JAX_ENABLE_X64=1), or ask for float32 (dtype=jnp.float32, or a float32 state)")
+
+
+def input_dtype(x) -> np.dtype:
+    """The dtype ``x`` says it is: a JAX array's own; that of NumPy's reading of anything else (a
+    NumPy array, a list of Python floats: float64), before JAX would truncate it with x64 off."""
+    return np.dtype(x.dtype) if isinstance(x, jax.Array) else np.asarray(x).dtype
+
+
+def refuse_silent_float32(x, who: str, what: str = "the initial state") -> None:
+    """Raise if ``x`` is float64 (or integers, which become float64), given as NumPy or Python
+    numbers, while JAX's x64 is off: JAX would run it in float32 and say nothing. A JAX array
+    already made in float32 with x64 off is the user's choice and passes."""
+    if jax.config.jax_enable_x64 or isinstance(x, jax.Array):
+        return
+    dt = input_dtype(x)
+    if dt == np.float64 or dt.kind in "iub":
+        raise ValueError(f"{who}: {what} is {dt} (NumPy or Python numbers) but JAX's x64 is off, so it would run in "
+                         f"float32 without a word; {_X64_HINT}")
+
+
 def run_dtype(dtype, x, who: str) -> np.dtype:
-    """The floating dtype of a run whose state is ``x``: ``dtype`` if given, else ``x``'s. float64 with JAX's x64 off is an error, not a silent
-    float32. A float32 ``x`` with x64 on, and no ``dtype``, runs in float32 with a warning: a
-    float32 state is usually an accident when x64 is on (a float32 array from elsewhere)."""
+    """The floating dtype of a run whose state is ``x``: ``dtype`` if given, else ``x``'s. float64
+    (asked for, or NumPy/Python float64 input) with JAX's x64 off is an error, not a silent
+    float32 (:func:`refuse_silent_float32`). A float32 ``x`` with x64 on, and no ``dtype``, runs
+    in float32 with a warning: a float32 state is usually an accident when x64 is on (a float32
+    array from elsewhere)."""
     if dtype is not None:
         dt = np.dtype(dtype)
         if dt.kind != "f" or dt.itemsize < 4:
             raise ValueError(f"{who}: dtype must be float32 or float64, got {dt}")
         if dt.itemsize == 8 and not jax.config.jax_enable_x64:
-            raise ValueError(f"{who}: dtype float64 needs x64 in JAX (jax.config.update('jax_enable_x64', True) "
-                             "before any computation); it is off, and JAX would silently compute in float32")
+            raise ValueError(f"{who}: dtype float64 needs x64 in JAX, and it is off (JAX would silently compute in "
+                             f"float32): {_X64_HINT}")
         return dt
-    dt = np.dtype(jnp.result_type(x))
+    refuse_silent_float32(x, who)
+    dt = input_dtype(x)
     if dt.kind != "f":  # left to the caller (integrate refuses it, ensemble converts)
         return dt
     if dt.itemsize < 4:

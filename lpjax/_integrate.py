@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from ._adjoint import loop
-from ._checks import as_float, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
+from ._checks import as_numbers, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 from ._system import AbstractSystem
 
@@ -255,7 +255,9 @@ def integrate(
     Precision. ``dtype`` (float32 or float64) is the precision of the run: the state, dt and
     the floating arrays of the system and the method are cast to it. By default it is
     ``y0``'s; a float32 ``y0`` while JAX's x64 is on runs in float32 with a warning (pass
-    ``dtype=jnp.float32`` to ask for it), and float64 with x64 off is an error.
+    ``dtype=jnp.float32`` to ask for it). With x64 off, float64 is an error, whether asked for
+    or given as NumPy or Python numbers (which JAX would truncate to float32 without a word): a
+    float32 run happens only when asked for, by a float32 ``y0`` or ``dtype=jnp.float32``.
 
     Continuing a run. With ``y0`` a :class:`Solution` of the same system and method, the run
     starts from its last state and the method's internal state with it (a predictor, a lifted
@@ -268,11 +270,11 @@ def integrate(
     time. With ``throw=True`` a failed step raises once at the end: a ``RuntimeError`` whose
     first words are the :class:`RESULTS` message (what to try), or, under an outer
     ``jit``/``vmap``/``grad``, an ``EquinoxRuntimeError`` with it; with ``throw=False`` inspect
-    ``Solution.result``. ``y0`` may be a list or tuple (integers become floats).
+    ``Solution.result``. ``y0`` may be a list or tuple (integers become float64).
     """
     previous = y0 if isinstance(y0, Solution) else None
-    if isinstance(y0, (list, tuple, str)):  # as the constructors take parameters: integers become floats
-        y0 = as_float(y0, "integrate: y0")
+    if not isinstance(y0, (jax.Array, Solution)):  # NumPy, lists: their precision judged by run_dtype
+        y0 = as_numbers(y0, "integrate: y0")
     if previous is not None:
         y0 = previous.ys[-1]
         t0 = previous.ts[-1] if t0 is None else t0

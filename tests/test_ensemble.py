@@ -349,6 +349,15 @@ def test_a_state_of_the_wrong_shape_or_not_numbers_is_refused_before_tracing():
         lpjax.ensemble(RB, lpjax.GaussLegendre(2), "1 .5 .8", 0.01, 10)
     with pytest.raises(ValueError, match="integrate: y0 expects numbers"):
         lpjax.integrate(RB, lpjax.GaussLegendre(2), "1 .5 .8", 0.01, 10)
+    f = lpjax.ensemble_function(RB, lpjax.GaussLegendre(2), 0.01, 10)  # called, and under jit: before the step is traced
+    for call in (f, jax.jit(f)):
+        with pytest.raises(ValueError, match=r"state must have shape \(3,\), got \(2,\)"):
+            call(jnp.ones((10, 2)))
+        with pytest.raises(ValueError, match=r"y0s must be an array of shape \(N, d\) and dtype float64 .* float32"):
+            call(jnp.ones((10, 3), jnp.float32))
+    with pytest.raises(ValueError, match="ensemble function: y0s expects numbers"):
+        f("1 .5 .8")
+    np.testing.assert_array_equal(f([[1.0, 0.5, 0.8]]).final_state, f(jnp.array([[1.0, 0.5, 0.8]])).final_state)
 
 
 def test_bad_inputs():

@@ -63,16 +63,29 @@ _X64_OFF = textwrap.dedent("""
     }
     out = {}
     for name, (system, method, y0) in cases.items():
-        sol = lpjax.integrate(system, method, np.array(y0), 0.01, 20)
-        ens = lpjax.ensemble(system, method, np.array([y0, y0]), 0.01, 20)
+        sol = lpjax.integrate(system, method, np.array(y0, np.float32), 0.01, 20)
+        ens = lpjax.ensemble(system, method, np.array([y0, y0], np.float32), 0.01, 20)
         out[name] = [str(sol.ys.dtype), bool(jnp.all(jnp.isfinite(sol.ys))), str(ens.final_state.dtype),
                      float(np.max(np.abs(ens.final_state[0] - np.asarray(sol.ys[-1]))))]
     try:
         lpjax.integrate(RB, lpjax.RK4(), np.ones(3), 0.01, 2, dtype=np.float64)
     except ValueError as e:
         out["float64"] = str(e)
+    silent = {}  # NumPy float64 (or Python floats) with no dtype: refused, not run in float32
+    for who, run in {
+        "integrate": lambda y: lpjax.integrate(RB, lpjax.GaussLegendre(2), y[0], 0.1, 5),
+        "integrate list": lambda y: lpjax.integrate(RB, lpjax.GaussLegendre(2), y[0].tolist(), 0.1, 5),
+        "ensemble": lambda y: lpjax.ensemble(RB, lpjax.GaussLegendre(2), y, 0.1, 5),
+        "ensemble_function": lambda y: lpjax.ensemble_function(RB, lpjax.GaussLegendre(2), 0.1, 5)(y),
+    }.items():
+        try:
+            run(np.array([[1.0, 0.5, 0.8], [0.2, 0.1, 0.9]]))
+            silent[who] = "ran"
+        except ValueError as e:
+            silent[who] = str(e)
+    print(json.dumps(silent))
     try:  # 32-bit counters: refused before any work
-        lpjax.integrate(RB, lpjax.RK4(), np.ones(3), 0.01, 2**31, save_every=2**31)
+        lpjax.integrate(RB, lpjax.RK4(), np.ones(3, np.float32), 0.01, 2**31, save_every=2**31)
     except ValueError as e:
         out["steps"] = str(e)
     print(json.dumps(out))
@@ -80,11 +93,15 @@ _X64_OFF = textwrap.dedent("""
 
 
 def test_float32_with_x64_off():
-    """In a process with x64 off (JAX's default) every method runs and returns float32, and
-    asking for float64 is an error rather than a silent float32 run."""
+    """In a process with x64 off (JAX's default) every method runs float32 input and returns
+    float32, and asking for float64 (dtype=float64, or NumPy float64 input to integrate,
+    ensemble or ensemble_function) is an error rather than a silent float32 run."""
     run = subprocess.run([sys.executable, "-c", _X64_OFF], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    silent, out = (json.loads(line) for line in run.stdout.strip().splitlines()[-2:])
+    for who, message in silent.items():  # float64 input is an error that says how to turn x64 on
+        assert "float64" in message and "jax_enable_x64" in message and "dtype=jnp.float32" in message, who
+    assert len(silent) == 4
     assert "dtype float64 needs x64" in out.pop("float64")
     assert "n_steps = 2147483648 exceeds 2**31 - 1" in out.pop("steps")
     assert len(out) == 7

@@ -68,7 +68,8 @@ def ensemble_function(
 
     Args:
         save_every, observe, kernel, dtype, stats: as for :func:`ensemble` (``dtype`` default:
-            float64 with JAX's x64 on, else float32; ``y0s`` must have it).
+            float64 with JAX's x64 on, else float32; ``y0s`` must have it, and NumPy float64
+            ``y0s`` with x64 off are an error, not truncated).
         platform: the platform to build for: ``"cpu"``, ``"gpu"`` (``"cuda"``, ``"rocm"``) or
             ``"tpu"`` (default: that of JAX's default device). It picks the kernel for
             ``kernel="auto"`` (the fused Triton kernel on a GPU, the scan elsewhere: the
@@ -200,7 +201,8 @@ def ensemble(
             once more, and keeps running maxima and sums: about a fifth of Moser–Veselov's
             arithmetic). By default only ``num_failed_steps`` is kept, beside the result codes.
         dtype: float32 or float64 for the states and the system's arrays (default ``y0s``'s);
-            float64 with JAX's x64 off is an error.
+            float64 with JAX's x64 off is an error, whether asked for or given as NumPy
+            float64 ``y0s`` (which JAX would run in float32 without a word).
         devices: the devices of this process to split each chunk over (``shard_map`` on the
             member axis; default all of ``jax.local_devices()`` when there are several).
             ``kernel="auto"`` is one device's kernel whatever their number (the native kernel

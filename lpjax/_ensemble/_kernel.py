@@ -27,7 +27,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
-from .._checks import external_stacklevel
+from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
@@ -297,6 +297,9 @@ class EnsembleFunction(eqx.Module):
         else:
             dyn = self.system_arrays
         dtype = jnp.result_type(self.member.dt)
+        refuse_silent_float32(y0s, "ensemble function", "y0s")
+        if not isinstance(y0s, jax.Array):  # NumPy, lists; a string is refused as not numbers
+            y0s = as_numbers(y0s, "ensemble function: y0s")
         if jnp.ndim(y0s) != 2 or jnp.result_type(y0s) != dtype:
             raise ValueError(f"ensemble function: y0s must be an array of shape (N, d) and dtype {dtype} (the run's), "
                              f"got shape {jnp.shape(y0s)} and dtype {jnp.result_type(y0s)}")
