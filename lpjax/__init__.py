@@ -16,6 +16,7 @@ from ._ensemble import (
     ensemble as ensemble,
     ensemble_function as ensemble_function,
     open_ensemble as open_ensemble,
+    spread_states as spread_states,
 )
 from ._integrate import Solution as Solution, integrate as integrate
 from ._version import __version__ as __version__

@@ -209,7 +209,11 @@ _CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept 
 @click.option("--save-every", type=int, default=None, help="steps between saves (default: start and end only)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--spread", type=float, default=0.1, show_default=True,
-              help="standard deviation of the Gaussian spread of the states")
+              help="the states' spread: exp(ad*_xi) y0 with xi ~ N(0, spread^2) in the algebra, on y0's coadjoint "
+                   "orbit, so that every member keeps y0's Casimirs (nonholonomic systems: a Gaussian spread brought "
+                   "back to the Casimirs' level set)")
+@click.option("--vary-casimirs", is_flag=True,
+              help="spread every coordinate by N(0, spread^2) instead, so that the Casimirs differ between members")
 @click.option("--y0", help="the centre of the spread (default: the system's own state)")
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="a system parameter (repeatable)")
 @click.option("--observe", type=click.Choice(["casimirs", "energy", "state"]), default="casimirs", show_default=True)
@@ -223,8 +227,8 @@ _CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept 
 @click.option("--processes", type=click.IntRange(min=1), help="start K local processes of one run, each on its share of the cores")
 @click.option("--distributed/--no-distributed", default=None,
               help="join a multi-process run (jax.distributed; default: when a launcher started several processes)")
-def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, y0, params, observe, out, resume,
-                 progress, kernel, processes, distributed):
+def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, vary_casimirs, y0, params, observe, out,
+                 resume, progress, kernel, processes, distributed):
     """Run an ensemble around a state of SYSTEM into a zarr store."""
     if n_members < 1 or steps < 1:
         raise _Failure("--n and --steps must be >= 1")
@@ -244,17 +248,16 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     import jax
 
     from ._catalog import build
-    from ._ensemble import ensemble
+    from ._ensemble import ensemble, spread_states
 
     entry, resolved, sys_, meth, centre = build(system, method, params, _parse_y0(y0))
-    rng = np.random.default_rng(seed)
-    y0s = centre + spread * rng.standard_normal((n_members, centre.size))
+    y0s = spread_states(sys_, centre, n_members, spread, seed=seed, vary_casimirs=vary_casimirs)
     t = time.perf_counter()
     try:
-        sol = ensemble(sys_, meth, y0s, dt, steps, save_every=save_every or steps, observe=observe, out=out,
+        sol = ensemble(sys_, meth, y0s.states, dt, steps, save_every=save_every or steps, observe=observe, out=out,
                        resume=resume, kernel=kernel, progress=progress,
-                       metadata={"seed": seed, "spread": spread, "system": entry.name, "parameters": resolved,
-                                 "method": method})
+                       metadata={"seed": seed, "spread": spread, "spread_on": y0s.manner, "system": entry.name,
+                                 "parameters": resolved, "method": method})
     except FileExistsError:
         raise _Failure(f"{out} already holds a store; pass --resume to finish it, or remove it to start again") from None
     wall = time.perf_counter() - t
@@ -262,6 +265,8 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
         return
     click.echo(f"{n_members} members x {steps} steps of {entry.name} with {method}: {wall:.2f} s "
                f"({n_members * steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
+    click.echo(f"  spread on the {y0s.manner}" if not y0s.varied_casimirs else
+               f"  spread in every coordinate: the Casimirs differ between members ({', '.join(y0s.varied_casimirs)})")
     click.echo(f"  wrote {out}")
 
 

@@ -181,3 +181,47 @@ def test_the_kernel_option_lists_every_kernel_and_says_what_auto_picks(tmp_path,
         assert main(argv) == 0
         assert main(["show", str(tmp_path / "native.zarr")]) == 0
         assert "failed members: 0" in capsys.readouterr().out
+
+
+def test_spread_keeps_every_member_on_the_coadjoint_orbit(tmp_path, capsys):
+    """``lpjax ensemble heavy_top --spread 0.1`` keeps Γ on its sphere: every member's |Γ|² and
+    M·Γ equal the centre's to 1e-12, while the states and the energies spread; with
+    --vary-casimirs the Casimirs differ, and the command names them."""
+    store = tmp_path / "ht.zarr"
+    argv = ["ensemble", "heavy_top", "--n", "64", "--steps", "2", "--spread", "0.1", "--no-progress", "--out"]
+    assert main(argv + [str(store)]) == 0
+    assert "spread on the coadjoint orbit" in capsys.readouterr().out
+    y0s = np.asarray(lpjax.open_ensemble(str(store)).y0s[:])
+    entry = SYSTEMS["heavy_top"]
+    top = entry.build(entry.params)
+    centre = np.asarray(entry.state(top, entry.params))
+    M, G = y0s[:, :3], y0s[:, 3:]
+    np.testing.assert_allclose(np.sum(G * G, axis=1), centre[3:] @ centre[3:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.sum(M * G, axis=1), centre[:3] @ centre[3:], rtol=0, atol=1e-12)
+    assert 0.05 < float(np.std(y0s - centre)) < 0.2  # spread ~ 0.1 (ξ ~ N(0, 0.1²) acts on |y0| ~ 1)
+    assert float(np.std(jax.vmap(top.energy)(jnp.asarray(y0s)))) > 0.05
+    varied = tmp_path / "varied.zarr"
+    assert main(argv + [str(varied), "--vary-casimirs"]) == 0
+    assert "the Casimirs differ between members (|Γ|², M·Γ)" in capsys.readouterr().out
+    G = np.asarray(lpjax.open_ensemble(str(varied)).y0s[:])[:, 3:]
+    assert float(np.std(np.sum(G * G, axis=1))) > 0.05
+
+
+@pytest.mark.parametrize("name", ["rigid_body_n", "kida_vortex", "movable_base_top", "veselova_n", "spherical_support"])
+def test_spread_states_keep_the_casimirs(name):
+    """Lie–Poisson systems are spread on the coadjoint orbit (so(4), so(2,1), a semidirect
+    product), nonholonomic ones onto their Casimirs' level set: the Casimirs hold to 1e-12."""
+    _x64()
+    entry = SYSTEMS[name]
+    system = entry.build(entry.params)
+    centre = np.asarray(entry.state(system, entry.params))
+    out = lpjax.spread_states(system, centre, 32, 0.1, seed=2)
+    assert out.manner == ("Casimir level set" if name in ("veselova_n", "spherical_support") else "coadjoint orbit")
+    C = np.asarray(jax.vmap(system.casimirs)(jnp.asarray(out.states)))
+    np.testing.assert_allclose(C, np.broadcast_to(np.asarray(system.casimirs(jnp.asarray(centre))), C.shape),
+                               rtol=0, atol=1e-12)
+    assert float(np.min(np.linalg.norm(out.states - centre, axis=1))) > 1e-3
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        lpjax.spread_states(system, centre, 0, 0.1)
+    with pytest.raises(ValueError, match="state must have shape"):
+        lpjax.spread_states(system, centre[:-1], 4, 0.1)

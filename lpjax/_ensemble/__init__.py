@@ -4,6 +4,7 @@ with a resumable zarr store.
 * :mod:`._api` — :func:`ensemble` (validate → plan → open the results → run the chunks →
   collect) and :func:`ensemble_function`;
 * :mod:`._validate` — the inputs checked, the observables;
+* :mod:`._spread` — :func:`spread_states`, members' initial states on one symplectic leaf;
 * :mod:`._plan` — :class:`._plan.Plan`, the run's layout (chunks, processes, devices, threads,
   kernel);
 * :mod:`._results` — where the chunks go (a store or arrays), this process's share of them,
@@ -29,5 +30,6 @@ from ._api import (
     ensemble_function as ensemble_function,
     open_ensemble as open_ensemble,
 )
+from ._spread import Spread as Spread, spread_states as spread_states
 
-__all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
+__all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble", "spread_states", "Spread"]
