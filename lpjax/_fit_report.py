@@ -109,12 +109,15 @@ class FitResult(eqx.Module):
             lines.append(f"  {name:>{width}} = {value:.8g} ± {err:.3g}"
                          + ("   (not fixed by the data)" if not np.isfinite(err) else ""))
         if not self.identifiable:
-            null = null_mask(s)
-            lines.append("NOT IDENTIFIABLE: the data leave the parameters free along " + null_space_text(V[null], names)
-                         + "; the values above are one point of a family that fits equally well.")
-            lines.append("The data fix these combinations (to first order about the estimate; standard error σ/s):")
-            for si, v in zip(s[~null], V[~null]):
-                lines.append(f"  {combination(v, names)} = {float(v @ z):.8g} ± {self.sigma / si:.3g}")
+            free, combos, errs = _fixed_combinations(s, V, self.sigma)
+            free_names = [n for n, f in zip(names, free) if f]
+            lines.append("NOT IDENTIFIABLE: the data leave the parameters free along "
+                         + null_space_text(V[null_mask(s)], names) + "; the values above are one point of a family "
+                         "that fits equally well.")
+            lines.append(f"The data fix these combinations of {', '.join(free_names)} (to first order about the "
+                         "estimate):")
+            for w, err in zip(combos, errs):
+                lines.append(f"  {combination(w, free_names)} = {float(w @ z[free]):.8g} ± {err:.3g}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -123,6 +126,22 @@ class FitResult(eqx.Module):
 
 def null_mask(s: np.ndarray) -> np.ndarray:
     return ~(s > IDENTIFIABLE_RTOL * s[0])
+
+
+def _fixed_combinations(s: np.ndarray, V: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(free, W, stderr)``: the parameters a null direction moves (a mask), and the
+    combinations ``w · z[free]`` of them that the data do fix (rows of ``W``: an orthonormal basis
+    of the directions among them orthogonal to the null space, chosen uncorrelated), with their
+    standard errors from ``σ² (JᵀJ)⁺``, best fixed first."""
+    null = null_mask(s)
+    free = np.any(np.abs(V[null]) > 1e-6, axis=0)
+    cov = sigma**2 * (V[~null].T / s[~null] ** 2) @ V[~null]
+    n_null = int(null.sum())
+    basis = np.linalg.svd(V[null][:, free], full_matrices=True)[2][n_null:].T
+    lam, E = np.linalg.eigh(basis.T @ cov[np.ix_(free, free)] @ basis)
+    W = (basis @ E).T
+    W *= np.sign(W[np.arange(len(W)), np.argmax(np.abs(W), axis=1)])[:, None]
+    return free, W, np.sqrt(np.maximum(lam, 0.0))
 
 
 def combination(v: np.ndarray, names: Sequence[str]) -> str:
@@ -136,6 +155,7 @@ def combination(v: np.ndarray, names: Sequence[str]) -> str:
 def null_space_text(null: np.ndarray, names: Sequence[str]) -> str:
     """The null directions, one per row, as ``(θ[0]: 0.21, θ[1]: 0.58, …)`` (largest entry positive)."""
     null = null * np.sign(null[np.arange(len(null)), np.argmax(np.abs(null), axis=1)])[:, None]
+    null = np.where(np.abs(null) > 1e-8, null, 0.0)  # roundoff shown as 0
     return " and ".join("(" + ", ".join(f"{n}: {c:.4g}" for n, c in zip(names, v)) + ")" for v in null)
 
 

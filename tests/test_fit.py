@@ -1,6 +1,7 @@
 """Fitting (lpjax.fit): least squares through the integrator, standard errors, identifiability,
 goodness of fit, several starting points, the initial state, observation times off the grid."""
 
+import os
 import re
 import subprocess
 import sys
@@ -103,6 +104,12 @@ def test_all_three_inertias_of_a_free_rigid_body_warn_naming_the_null_direction(
     assert "NOT IDENTIFIABLE" in text and text.count("(not fixed by the data)") == 3
     fixed = text.split("The data fix these combinations")[1].splitlines()[1:]
     assert len(fixed) == 2 and all(re.search(r"= \S+ ± \S+$", line) for line in fixed)
+    for line in fixed:  # each printed combination w·θ is ⟂ the null direction θ² (4 printed digits)
+        terms = re.findall(r"([−+]?) ?([\d.e-]+)·θ\[(\d)\]", line.split(" = ")[0])
+        w = np.zeros(3)
+        for sign, value, i in terms:
+            w[int(i)] = (-1 if sign == "−" else 1) * float(value)
+        assert abs(w @ expected) <= 1e-3 * np.linalg.norm(w)
 
 
 def _heavy_top(theta):
@@ -215,3 +222,87 @@ def test_an_unfinished_minimisation_warns():
         fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.5, 3.9]), M0, T_OBS, y_obs, dt=0.05, max_steps=2)
     assert not fit.converged
     assert any("did not converge within max_steps=2" in str(w.message) for w in record)
+
+
+def test_i2_i3_and_a_noisy_initial_state_are_recovered_within_three_standard_errors():
+    """M(0) is measured with the rest (41 samples from t = 0, σ = 1e-3, the reference from scipy's
+    DOP853): fitting it alongside (I₂, I₃) recovers all five within 3 standard errors, and the
+    trajectory pins M(0) more tightly than its own sample does (standard error below σ/2)."""
+    sigma, t = 1e-3, 0.25 * np.arange(41)
+    y_obs = _euler_top(I_TRUE, M0, t) + sigma * np.random.default_rng(0).standard_normal((41, 3))
+    fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), jnp.asarray(y_obs[0]), t, y_obs, dt=0.05,
+                        fit_y0=True)
+    assert fit.converged and fit.consistent and fit.identifiable and fit.fit_y0 == (0, 1, 2)
+    assert fit.singular_values.shape == (5,) and fit.gradient <= 1e-10
+    assert np.all(np.abs(np.asarray(fit.theta) - I_TRUE[1:]) <= 3 * np.asarray(fit.stderr))
+    assert np.all(np.abs(np.asarray(fit.y0) - np.asarray(M0)) <= 3 * np.asarray(fit.y0_stderr))
+    assert np.all(np.asarray(fit.y0_stderr) < sigma / 2)
+    assert fit.y_fit.shape == y_obs.shape and "y0[2] =" in str(fit)
+
+
+def test_part_of_the_initial_state_by_a_mask():
+    """M₂(0) known exactly, M₁(0) and M₃(0) noisy: a mask fits those two and leaves M₂(0) as given."""
+    sigma, t = 1e-3, 0.25 * np.arange(41)
+    y_obs = _euler_top(I_TRUE, M0, t) + sigma * np.random.default_rng(3).standard_normal((41, 3))
+    start = np.asarray(y_obs[0]).copy()
+    start[1] = M0[1]
+    fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), jnp.asarray(start), t, y_obs, dt=0.05,
+                        fit_y0=np.array([True, False, True]))
+    assert fit.fit_y0 == (0, 2) and fit.singular_values.shape == (4,) and fit.identifiable
+    assert float(fit.y0[1]) == float(M0[1]) and float(fit.y0_stderr[1]) == 0.0
+    z = np.concatenate([np.asarray(fit.theta) - I_TRUE[1:], np.asarray(fit.y0 - M0)[[0, 2]]])
+    assert np.all(np.abs(z) <= 3 * np.concatenate([np.asarray(fit.stderr), np.asarray(fit.y0_stderr)[[0, 2]]]))
+
+
+def test_irregular_sample_times():
+    """30 times drawn at random and 20 on the grid (every 10th step of dt = 0.05), data from
+    scipy's DOP853: the fit recovers (I₂, I₃); at the times on the grid its model is integrate's
+    grid state itself (to 1e-12, as an on-grid fit has it); off the grid, one partial GL4 step from
+    the last grid point adds only a local error O(h⁵) to the global one, so the model's error there
+    stays within 1.5× the largest error on the grid."""
+    rng = np.random.default_rng(0)
+    t = np.sort(np.concatenate([rng.uniform(0, 10, 30), 0.5 * np.arange(1, 21)]))
+    y_obs = _euler_top(I_TRUE, M0, t) + 1e-3 * rng.standard_normal((50, 3))
+    fit = least_squares(_rigid_body_I1_fixed, jnp.array([1.7, 3.4]), M0, t, y_obs, dt=0.05)
+    assert fit.converged and fit.consistent and fit.identifiable
+    assert np.all(np.abs(np.asarray(fit.theta) - I_TRUE[1:]) <= 3 * np.asarray(fit.stderr))
+
+    on = np.abs(t / 0.05 - np.rint(t / 0.05)) <= 1e-9
+    assert on.sum() == 20
+    grid = np.asarray(lpjax.integrate(_rigid_body_I1_fixed(fit.theta), lpjax.GaussLegendre(2), M0, 0.05, 200).ys)
+    np.testing.assert_allclose(np.asarray(fit.y_fit)[on], grid[np.rint(t[on] / 0.05).astype(int)], rtol=0, atol=1e-12)
+
+    inertia = np.concatenate([[1.0], np.asarray(fit.theta)])
+    grid_error = np.max(np.abs(grid - _euler_top(inertia, M0, 0.05 * np.arange(201))))
+    off_error = np.max(np.abs(np.asarray(fit.y_fit)[~on] - _euler_top(inertia, M0, t)[~on]))
+    assert 0 < grid_error < 1e-6 and off_error <= 1.5 * grid_error
+
+
+_X64_OFF = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    from lpjax.fit import least_squares
+    from lpjax.systems import rigid_body
+    assert not jax.config.jax_enable_x64
+    build = lambda th: rigid_body(jnp.concatenate([jnp.ones(1), th]))
+    t, y = np.arange(1, 11) * 0.1, np.ones((10, 3))
+    for name, args in {"theta0": (np.array([2.0, 3.0]), jnp.ones(3, jnp.float32), y.astype(np.float32)),
+                       "y0": (jnp.array([2.0, 3.0]), [1.0, 0.5, 0.8], y.astype(np.float32)),
+                       "y_obs": (jnp.array([2.0, 3.0]), jnp.ones(3, jnp.float32), y)}.items():
+        try:
+            least_squares(build, args[0], args[1], t, args[2], dt=0.1)
+            print(name, "ran")
+        except ValueError as e:
+            print(name, "refused:", e)
+""")
+
+
+def test_float64_numpy_input_with_x64_off_is_refused():
+    """With x64 off, NumPy or Python float64 theta0, y0 or y_obs is an error saying how to turn x64
+    on (JAX would fit in float32 without a word), before anything runs."""
+    run = subprocess.run([sys.executable, "-c", _X64_OFF], capture_output=True, text=True, timeout=300,
+                         env=os.environ | {"JAX_ENABLE_X64": "0"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout.splitlines()
+    assert len(out) == 3
+    for line, name in zip(out, ("theta0", "y0", "y_obs")):
+        assert line.startswith(f"{name} refused: least_squares: {name} is float64") and "jax_enable_x64" in line
