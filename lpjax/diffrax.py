@@ -1,8 +1,8 @@
 """lpjax's methods as diffrax solvers (the optional extra ``lpjax[diffrax]``).
 
 * :class:`GaussLegendre` solves any diffrax ``ODETerm`` (``diffeqsolve(ODETerm(f),
-  lpjax.diffrax.GaussLegendre(2), ...)``) with constant steps or a ``PIDController``. Its dense
-  output is the collocation polynomial of each step taken.
+  lpjax.diffrax.GaussLegendre(2), ...)``) with constant steps (``lpjax.integrate``'s steps, at its
+  cost) or a ``PIDController``. Its dense output has the step's own order.
 * :class:`LiePoissonTerm` carries an lpjax system. :class:`MoserVeselov`,
   :class:`SurisLagrangeTop`, :class:`SurisClebsch` and :class:`Collective` step it with the lpjax
   method of the same name (constant steps).
@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional, final
+from typing import Any, ClassVar, final
 
 try:
     import diffrax as dfx
@@ -28,6 +28,7 @@ from jaxtyping import Array, PyTree
 
 from . import _integrator
 from ._integrator import RESULTS
+from ._diffrax_dense import DenseHermite, dense_coefficients
 from ._integrator.gauss_legendre import _collocation_weights, _combine
 from ._system import AbstractSystem
 
@@ -106,92 +107,59 @@ class _TermSystem(AbstractSystem):
         pass
 
 
-def _polynomial(y, Z, c, theta):
-    """``y + Σ_i ℓ_i(θ) Z_i`` at a traced ``θ`` (the collocation polynomial of a step)."""
-    nodes = jnp.concatenate([jnp.zeros(1, c.dtype), c])
-    ell = [jnp.prod(jnp.stack([(theta - nodes[j]) / (nodes[i] - nodes[j]) for j in range(nodes.shape[0]) if j != i]))
-           for i in range(1, nodes.shape[0])]
-    return y + sum(e * Z[i] for i, e in enumerate(ell))
-
-
-def _hermite(y0, y1, k0, k1, theta):
-    """The cubic through ``y0``, ``y1`` with slopes ``k0``, ``k1`` (per unit θ) at θ = 0, 1."""
-    t2, t3 = theta * theta, theta * theta * theta
-    return (2 * t3 - 3 * t2 + 1) * y0 + (t3 - 2 * t2 + theta) * k0 + (3 * t2 - 2 * t3) * y1 + (t3 - t2) * k1
-
-
-@final
-class _Collocation(dfx.AbstractLocalInterpolation):
-    """Piecewise collocation polynomials over a step cut into ``P`` equal pieces (one: the full
-    step; two: the half steps of the error estimate): on piece ``p``, with ``θ`` its local
-    time in [0, 1], ``u = y_p + Σ_i ℓ_i(θ) Z_{p,i}`` (ℓ_i the Lagrange basis on
-    ``(0, c_1, …, c_s)`` with ``ℓ_i(0) = 0``), of stage order s: local error O(h^{s+1}). For
-    s = 1 that polynomial is a line, whose derivative is constant over a piece (off by O(h)):
-    there the slopes ``k`` at the P + 1 piece ends are given (per unit of the local θ) and each
-    piece is the cubic Hermite interpolant through its ends (values O(h⁴), derivative O(h³))."""
-
-    t0: Any
-    t1: Any
-    y0: PyTree
-    starts: Array  # (P, n): the flat state at each piece's start
-    Z: Array  # (P, s, n)
-    c: Array
-    k: Optional[Array] = None  # (P + 1, n)
-
-    def evaluate(self, t0, t1=None, left: bool = True):
-        del left
-        if t1 is not None:
-            return jax.tree.map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
-        _, unravel = _real_ravel(self.y0)
-        pieces = self.starts.shape[0]
-        theta = jnp.asarray((t0 - self.t0) / (self.t1 - self.t0), self.c.dtype) * pieces
-        p = jnp.clip(jnp.floor(theta).astype(jnp.int32), 0, pieces - 1)
-        theta, start, Z = theta - p.astype(theta.dtype), self.starts[p], self.Z[p]
-        if self.k is None:
-            return unravel(_polynomial(start, Z, self.c, theta))
-        end = _polynomial(start, Z, self.c, jnp.ones_like(theta))
-        return unravel(_hermite(start, end, self.k[p], self.k[p + 1], theta))
-
-
 @final
 class GaussLegendre(dfx.AbstractAdaptiveSolver):
     """The s-stage Gauss–Legendre method (order 2s) of :class:`lpjax.GaussLegendre` as a diffrax
-    solver for any ODE term, with the same stage solve (with the predictor and the compensated
-    update; keyword arguments as there), except that ``solver="auto"`` is the default here: the
-    fixed point, and simplified Newton within the step where the fixed point does not contract
-    (a step with ``h ρ(f') ≳ 1``, which a controller or a constant step may well take).
+    solver for any ODE term, with the same stage solve (keyword arguments as there; the fixed
+    point by default, as there; ``solver="auto"`` or ``"newton"`` for stiff steps,
+    ``h ρ(f') ≳ 1``, where the fixed point does not contract).
 
-    Error estimate, for ``PIDController`` (``error_estimate=True``, the default): step
-    doubling. Each step is also taken as two half steps, started from the full step's
-    collocation polynomial; ``2^{2s} (y_halves − y_full) / (2^{2s} − 1)`` estimates the full
-    step's local error (Richardson; ``error_order = 2s + 1``). The solution goes on from the
-    half steps (local extrapolation, as embedded pairs go on from their higher-order member):
-    their local error is about 2^{-2s} of the estimate, and, a composition of two GL steps, they
-    keep the method's symplecticity and quadratic invariants. On DETEST's C3, B1, D5 and E2 at
-    rtol = atol = 1e-8 this cut the errors at t = 20 by 16–17× (GL4) and 50–73× (GL6) for the
-    same steps (``benchmarks/detest.py``). It costs three stage solves a step, but it holds for
-    linear problems, where every estimate made of the slopes ``f`` along the collocation
-    polynomial vanishes identically (the divided difference used before did: on DETEST C3 at a
-    tolerance of 1e-8 it let through local errors of 1e-4). ``error_estimate=False`` takes only the full
-    step, with no estimate: for constant steps, where it is :func:`lpjax.integrate`'s step. A
-    stage solve that does not converge returns an infinite error (an adaptive controller
-    retries with a step five times smaller, and diffrax counts a rejected step) and
-    ``RESULTS.nonlinear_max_steps_reached``. Dense output: the collocation polynomial of each
-    step taken (the two half steps with the estimate; stage order s); for s = 1, whose
-    polynomial is a line, the cubic Hermite interpolant through each one's ends (its slopes
-    cost one evaluation of ``f`` per end). The solver state ends with running totals over the
-    accepted steps,
-    ``{"iterations", "max_iterations", "failed_steps"}`` (``SaveAt(solver_state=True)``).
+    Every step is :func:`lpjax.integrate`'s step. Under ``ConstantStepSize`` the run equals
+    ``lpjax.integrate(system, lpjax.GaussLegendre(s), ...)`` to roundoff, at its cost: nothing
+    else is computed (measured in ``benchmarks/diffrax_constant.py``).
+
+    Error estimate (``error_estimate=True``, the default), for an adaptive controller such as
+    ``PIDController``: step doubling. The step is also taken as two half steps, started from the
+    full step's collocation polynomial; ``2^{2s} (y_halves − y_full) / (2^{2s} − 1)`` estimates
+    the full step's local error (Richardson; ``error_order = 2s + 1``). Only an adaptive
+    controller reads the estimate: under ``ConstantStepSize`` XLA drops the half steps as
+    unused, so ``error_estimate=False`` (no estimate; a ``PIDController`` then refuses the
+    solver) changes neither the answer nor the cost. The estimate holds on linear problems,
+    where any estimate made of slopes along the collocation polynomial (``f(y0)``, the stage
+    slopes, and ``f(y1)``, since ``y1 = u(1)``) vanishes identically (a divided difference of
+    them, used before, let through local errors of 1e-4 on DETEST C3 at a tolerance of 1e-8).
+    On DETEST's 25 problems at rtol = atol = 1e-8 GL4 stays within DETEST's bound
+    (``benchmarks/detest.py``). ``local_extrapolation=True`` goes on from the two half steps
+    instead (a composition of two GL steps: still symplectic and exact on quadratic
+    invariants), about 2^{2s} times more accurate for the same steps under an adaptive
+    controller; under constant steps it costs three stage solves a step and is not
+    ``integrate``'s answer. A stage solve that does not converge gives an infinite error (an
+    adaptive controller retries with a step five times smaller, and diffrax counts a rejected
+    step) and ``RESULTS.nonlinear_max_steps_reached``.
+
+    Dense output (:class:`~lpjax._diffrax_dense.DenseHermite`): over each step the
+    Hermite–Birkhoff polynomial through ``y0``, ``y1``, ``h f(y0)``, ``h f(y1)`` and slopes
+    inside the step, bootstrapped from the stage slopes to the step's own local order
+    O(h^{2s+1}) (HNW I, II.6; Enright, Jackson, Nørsett & Thomsen 1986): f(y0), f(y1) and
+    s − 1 + … + (2s − 3) further evaluations of ``f`` a step (GL4: one; GL6: five), made only
+    in runs that interpolate. The solver state ends with running totals of the full steps'
+    stage solves over the accepted steps, ``{"iterations", "max_iterations", "failed_steps"}``
+    (``SaveAt(solver_state=True)``).
     """
 
     term_structure: ClassVar = dfx.AbstractTerm
-    interpolation_cls: ClassVar = _Collocation
+    interpolation_cls: ClassVar = DenseHermite
     inner: _integrator.GaussLegendre
     error_estimate: bool = eqx.field(static=True)
+    local_extrapolation: bool = eqx.field(static=True)
 
-    def __init__(self, stages: int = 2, *, error_estimate: bool = True, **options):
-        self.inner = _integrator.GaussLegendre(stages, **{"solver": "auto", **options})
+    def __init__(self, stages: int = 2, *, error_estimate: bool = True, local_extrapolation: bool = False, **options):
+        if local_extrapolation and not error_estimate:
+            raise ValueError("local_extrapolation=True goes on from the half steps of the error estimate: "
+                             "it needs error_estimate=True")
+        self.inner = _integrator.GaussLegendre(stages, **options)
         self.error_estimate = bool(error_estimate)
+        self.local_extrapolation = bool(local_extrapolation)
 
     def order(self, terms):
         return 2 * self.inner.stages
@@ -218,41 +186,32 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
             jnp.where(keep, solver_state.compensation, 0.0).at[-1].set(0.0))
         Z, F, result, info = self.inner.solve_stages(system, state, one)
         new, result = self.inner.advance(state, Z, F, one, result)
-        y_error, pieces, ends, slopes = None, [(x, Z)], [x, new.y], system
-        if self.error_estimate:
-            half = _TermSystem(terms, args, system.control / 2, y0)
-            mid, end, (Za, Zb), result, info = self._halves(half, state, Z, result, info)
+        y_error = None
+        if self.error_estimate:  # only an adaptive controller reads it: otherwise XLA drops the halves
+            end, halves_ok = self._halves(_TermSystem(terms, args, system.control / 2, y0), state, Z)
             p = 2.0 ** (2 * self.inner.stages)
-            y_error = unravel(jnp.where(result == RESULTS.successful, (end.y - new.y)[:-1] * (p / (p - 1)), jnp.inf))
-            # local extrapolation: go on from the two half steps; the next step's stages are
-            # predicted from the full step's polynomial
-            new = _integrator.GaussLegendreState(end.y, new.Z, end.compensation)
-            pieces, ends, slopes = [(x, Za), (mid.y, Zb)], [x, mid.y, end.y], half
-        dense = dict(y0=y0, starts=jnp.stack([a[:-1] for a, _ in pieces]), Z=jnp.stack([b[:, :-1] for _, b in pieces]),
-                     c=jnp.asarray(self.inner.tableau[2], y.dtype))
-        if self.inner.stages == 1:  # slopes at the piece ends, for the cubic Hermite dense output
-            dense["k"] = jnp.stack([slopes.vector_field(e)[:-1] for e in ends])
+            ok = halves_ok & (result == RESULTS.successful)
+            y_error = unravel(jnp.where(ok, (end.y - new.y)[:-1] * (p / (p - 1)), jnp.inf))
+            if self.local_extrapolation:  # the next step's stages are predicted from the full step
+                new = _integrator.GaussLegendreState(end.y, new.Z, end.compensation)
+        coeffs = dense_coefficients(system.vector_field, x, new.y, F, self.inner.tableau[2])
+        dense = dict(y0=y0, start=y, coeffs=coeffs[:, :-1])
         return (unravel(new.y[:-1]), y_error, dense, (new, h_ref, _count(counts, info, result)),
                 _dfx_result(result))
 
-    def _halves(self, half: _TermSystem, state, Z, result, info):
+    def _halves(self, half: _TermSystem, state, Z):
         """The step as two half steps, each started from the full step's collocation
-        polynomial: their states (middle, end), their stage increments, the first failure of
-        the three solves and summed statistics."""
+        polynomial: the end state, and whether both stage solves converged."""
         s, c = self.inner.stages, self.inner.tableau[2]
         one = jnp.ones((), state.y.dtype)
         u = _combine(_collocation_weights(c, np.concatenate([c / 2, 0.5 + c / 2, [0.5]])), Z)  # u(θ) − y0
         a = _integrator.GaussLegendreState(state.y, u[:s], state.compensation)
-        Za, Fa, result_a, info_a = self.inner.solve_stages(half, a, one)
+        Za, Fa, result_a, _ = self.inner.solve_stages(half, a, one)
         mid, result_a = self.inner.advance(a, Za, Fa, one, result_a)
         b = _integrator.GaussLegendreState(mid.y, u[s:2 * s] - u[2 * s][None, :], mid.compensation)
-        Zb, Fb, result_b, info_b = self.inner.solve_stages(half, b, one)
+        Zb, Fb, result_b, _ = self.inner.solve_stages(half, b, one)
         end, result_b = self.inner.advance(b, Zb, Fb, one, result_b)
-        ok = RESULTS.successful
-        result = RESULTS.where(result == ok, RESULTS.where(result_a == ok, result_b, result_a), result)
-        info = _integrator.StepInfo(jnp.maximum(jnp.maximum(info.residual, info_a.residual), info_b.residual),
-                                    info.iterations + info_a.iterations + info_b.iterations)
-        return mid, end, (Za, Zb), result, info
+        return end, (result_a == RESULTS.successful) & (result_b == RESULTS.successful)
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
