@@ -5,13 +5,14 @@ Gauss–Legendre as a diffrax solver against diffrax's Kvaerno5 and Dopri8.
 
 Each of the 25 problems runs from t = 0 to 20 with ``PIDController(rtol = atol = 1e-8)`` and
 ``dt0=None`` (float64, CPU). Solvers: ``lpjax.diffrax.GaussLegendre(2)`` (GL4) and ``(3)``
-(GL6) at their defaults (the fixed-point stage solve, as ``lpjax.integrate``'s; the
-step-doubling estimate of the full step's error; the solution goes on from the full step),
+(GL6) at their defaults (``solver="auto"``; the step-doubling estimate of the full step's
+error; the solution goes on from the full step),
 diffrax ``Kvaerno5`` (implicit, order 5) and ``Dopri8`` (explicit, order 8); GL6 once more at
 rtol = atol = 1e-11, to set its error and time beside Kvaerno5's at 1e-8; and two options:
 GL4 with ``local_extrapolation=True`` (going on from the two half steps) and GL6 with
-``solver="auto"`` (simplified Newton where the fixed point does not contract, which the
-default meets as rejected steps). Reference: scipy ``solve_ivp(DOP853, rtol = atol = 1e-13)``.
+``solver="fixed_point"`` (``lpjax.integrate``'s stage solve, without the simplified Newton
+fallback: it meets steps where the fixed point does not contract as rejected steps).
+Reference: scipy ``solve_ivp(DOP853, rtol = atol = 1e-13)``.
 
 Reported per run: the largest absolute error of the state at t = 20; the DETEST bound check
 used by diffrax's own ``test_detest.py``, ``|y − y_ref| ≤ 4e-5 + 4e-5 |y_ref|`` in every
@@ -136,7 +137,7 @@ SOLVERS = {"lpjax GL4": (lambda: ldx.GaussLegendre(2), TOL), "lpjax GL6": (lambd
            "diffrax Kvaerno5": (diffrax.Kvaerno5, TOL), "diffrax Dopri8": (diffrax.Dopri8, TOL),
            "lpjax GL6 tol=1e-11": (lambda: ldx.GaussLegendre(3), TIGHT),
            "lpjax GL4 extrapolated": (lambda: ldx.GaussLegendre(2, local_extrapolation=True), TOL),
-           "lpjax GL6 auto": (lambda: ldx.GaussLegendre(3, solver="auto"), TOL)}
+           "lpjax GL6 fixed point": (lambda: ldx.GaussLegendre(3, solver="fixed_point"), TOL)}
 
 
 # ----------------------------------------------------------------------------- one run
@@ -220,20 +221,20 @@ def _run(name: str, label: str) -> dict:
 def _summary(rows) -> list[dict]:
     """Per problem: GL4's bound check (default and extrapolated); GL6's error and time over
     Kvaerno5's at the same tolerance, and at the tighter one; rejected over accepted steps of
-    GL4, of GL6 and of GL6 with solver="auto"."""
+    GL4, of GL6 and of GL6 with solver="fixed_point"."""
     by = {(r["problem"], r["solver"]): r for r in rows}
     out = []
     for p in dict.fromkeys(r["problem"] for r in rows):
         gl4, gl6, tight, kv = (by[p, s] for s in ("lpjax GL4", "lpjax GL6", "lpjax GL6 tol=1e-11", "diffrax Kvaerno5"))
         kv_err = max(kv["error"], 1e-300)
-        ratio = {s: by[p, s]["rejected"] / by[p, s]["accepted"] for s in ("lpjax GL4", "lpjax GL6", "lpjax GL6 auto")}
+        ratio = {s: by[p, s]["rejected"] / by[p, s]["accepted"] for s in ("lpjax GL4", "lpjax GL6", "lpjax GL6 fixed point")}
         out.append(dict(problem=p, gl4_bound=gl4["bound"], gl4_extrapolated_bound=by[p, "lpjax GL4 extrapolated"]["bound"],
                         gl6_over_kvaerno5=gl6["error"] / kv_err,
                         gl6_time_over_kvaerno5=gl6["time_s"] / kv["time_s"],
                         gl6_tight_over_kvaerno5=tight["error"] / kv_err,
                         gl6_tight_time_over_kvaerno5=tight["time_s"] / kv["time_s"],
                         gl4_rejected_over_accepted=ratio["lpjax GL4"], gl6_rejected_over_accepted=ratio["lpjax GL6"],
-                        gl6_auto_rejected_over_accepted=ratio["lpjax GL6 auto"]))
+                        gl6_fixed_point_rejected_over_accepted=ratio["lpjax GL6 fixed point"]))
     return out
 
 
@@ -263,7 +264,7 @@ def main() -> None:
                    ("GL6 1e-11 time", 15, "gl6_tight_time_over_kvaerno5:.3g"),
                    ("GL4 rej/acc", 12, "gl4_rejected_over_accepted:.2f"),
                    ("GL6 rej/acc", 12, "gl6_rejected_over_accepted:.2f"),
-                   ("GL6 auto rej/acc", 17, "gl6_auto_rejected_over_accepted:.2f")], summary)
+                   ("GL6 f.p. rej/acc", 17, "gl6_fixed_point_rejected_over_accepted:.2f")], summary)
     args.out.mkdir(parents=True, exist_ok=True)
     H.write_json(args.out / ("detest_quick.json" if args.quick else "detest.json"), {
         "metadata": H.metadata("detest", "quick" if args.quick else "full", [diffrax, scipy], {}, ""),

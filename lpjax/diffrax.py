@@ -134,14 +134,17 @@ class _TermSystem(AbstractSystem):
 @final
 class GaussLegendre(dfx.AbstractAdaptiveSolver):
     """The s-stage Gauss–Legendre method (order 2s) of :class:`lpjax.GaussLegendre` as a diffrax
-    solver for any ODE term, with the same stage solve (keyword arguments as there): the fixed
-    point by default, as there; ``solver="auto"`` (or ``"newton"``) for stiff steps,
-    ``h ρ(f') ≳ 1``, where the fixed point does not contract.
+    solver for any ODE term, with the same stage solve (keyword arguments as there), except that
+    ``solver="auto"`` is the default here: the fixed point, and simplified Newton within the
+    step where it does not contract (a step with ``h ρ(f') ≳ 1``, which a controller or a
+    constant step may well take; diffrax's own order test takes h = 1 on such a problem).
+    ``solver="fixed_point"`` is :func:`lpjax.integrate`'s default.
 
     Every step is :func:`lpjax.integrate`'s step: on ``y`` for a term that does not read ``t``
     (seen in its jaxpr), else on ``(y, t)``. Under ``ConstantStepSize`` the run equals
-    ``lpjax.integrate(system, lpjax.GaussLegendre(s), ...)`` to roundoff (≤ 1e-14 a step), at
-    its cost: nothing else is computed (``benchmarks/diffrax_constant.py``: MEASURED_CONSTANT).
+    ``lpjax.integrate(system, lpjax.GaussLegendre(s), ...)`` to roundoff (≤ 1e-14 a step), and
+    nothing else is computed: a step costs what ``integrate``'s costs with the same stage solve
+    (``benchmarks/diffrax_constant.py``: MEASURED_CONSTANT).
 
     Error estimate (``error_estimate=True``, the default), for an adaptive controller such as
     ``PIDController``: step doubling. The step is also taken as two half steps, started from
@@ -158,9 +161,9 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
     be O(h^{s+1}) against the step's O(h^{2s+1}), and would take many more steps. On DETEST's
     25 problems at rtol = atol = 1e-8 (``benchmarks/detest.py``) GL4 stays within DETEST's
     bound (at most 0.33 of it, on B4), with at most 0.41 rejected steps per accepted one (C2).
-    Where the controller tries steps at which the fixed point does not contract (DETEST B2, C2,
-    C4) GL6 rejects them (up to 0.73 per accepted step); with ``solver="auto"`` at most 0.42,
-    and 22% less time over the 25 problems. ``local_extrapolation=True`` goes on from the two half steps
+    With ``solver="fixed_point"`` GL6 rejects the steps at which the fixed point does not
+    contract (DETEST B2, C2, C4: up to 0.73 rejected per accepted step, against at most 0.42
+    with the default, which takes 22% less time over the 25 problems). ``local_extrapolation=True`` goes on from the two half steps
     instead (a composition of two GL steps: still symplectic and exact on quadratic
     invariants): about 2^{2s} times more accurate for the same steps under an adaptive
     controller; under constant steps it costs three stage solves a step and is not
@@ -192,7 +195,7 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         if local_extrapolation and not error_estimate:
             raise ValueError("local_extrapolation=True goes on from the half steps of the error estimate: "
                              "it needs error_estimate=True")
-        self.inner = _integrator.GaussLegendre(stages, **options)
+        self.inner = _integrator.GaussLegendre(stages, **{"solver": "auto", **options})
         self.error_estimate = bool(error_estimate)
         self.local_extrapolation = bool(local_extrapolation)
 

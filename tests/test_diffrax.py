@@ -233,19 +233,19 @@ def test_without_diffrax():
 
 def test_gauss_legendre_takes_steps_where_the_fixed_point_diverges():
     """y' = A y, A 10 × 10 Gaussian × 0.5 (ρ(A) ≈ 1.7), constant steps h = 1 to t = 4: the fixed
-    point diverges at this step: the default stage solver (the fixed point, as lp.integrate's)
-    fails with a clear error, and solver="auto" falls back to Newton and lands on GL4's exact
-    linear map, R(hA)⁴ y0 with R the (2, 2) Padé approximant of exp."""
+    point diverges at this step (diffrax's own order test takes it): the default stage solver
+    ("auto") falls back to Newton and lands on GL4's exact linear map, R(hA)⁴ y0 with R the
+    (2, 2) Padé approximant of exp; the fixed point alone fails with a clear error."""
     rng = np.random.default_rng(5678)
     A, y0 = 0.5 * rng.standard_normal((10, 10)), rng.standard_normal(10)
     term = dfx.ODETerm(lambda t, y, args: jnp.asarray(A) @ y)
-    sol = dfx.diffeqsolve(term, ldx.GaussLegendre(2, solver="auto"), 0.0, 4.0, 1.0, jnp.asarray(y0))
+    sol = dfx.diffeqsolve(term, ldx.GaussLegendre(2), 0.0, 4.0, 1.0, jnp.asarray(y0))
     eye = np.eye(10)
     R = np.linalg.solve(eye - A / 2 + A @ A / 12, eye + A / 2 + A @ A / 12)
     expected = np.linalg.matrix_power(R, 4) @ y0
     assert np.max(np.abs(np.asarray(sol.ys[-1]) - expected)) <= 1e-12 * np.max(np.abs(expected))
     with pytest.raises(Exception, match="nonlinear solver|implicit"):
-        dfx.diffeqsolve(term, ldx.GaussLegendre(2), 0.0, 4.0, 1.0, jnp.asarray(y0))
+        dfx.diffeqsolve(term, ldx.GaussLegendre(2, solver="fixed_point"), 0.0, 4.0, 1.0, jnp.asarray(y0))
 
 
 def test_complex_state_under_strict_dtype_promotion():
