@@ -6,15 +6,17 @@ For the rigid body (I = 1, 2, 3; dt = 0.1) and the heavy top (I = 1, 1.3, 0.7, m
 dt = 0.05), s = 1, 2, 3, n = 4000 steps (float64, CPU): ``diffeqsolve(ODETerm(f),
 GaussLegendre(s), ..., stepsize_controller=ConstantStepSize(), saveat=SaveAt(t1=True))``
 against ``lpjax.integrate(system, lpjax.GaussLegendre(s), y0, dt, n, save_every=n)``: the same
-steps, one saved state, so that saving does not weigh. Beside the default solver, for
-context: ``error_estimate=False``, ``solver="auto"`` (simplified Newton where the fixed point
-does not contract) and ``local_extrapolation=True`` (the state goes on from the two half
-steps, the former default: three stage solves a step). Each variant is compiled ahead of
+steps, one saved state, so that saving does not weigh; and ``integrate`` with
+``solver="auto"``, the stage solve that the diffrax solver uses by default (the fixed point,
+then simplified Newton where it does not contract). Beside the default solver, for context:
+``solver="fixed_point"`` (``integrate``'s default), ``error_estimate=False`` and
+``local_extrapolation=True`` (the state goes on from the two half steps, the former default:
+three stage solves a step). Each variant is compiled ahead of
 time (compile time apart), then all are called in interleaved rounds (25; 5 with
 ``--quick``), each call after ``block_until_ready``. Reported: the median time per step; the
 median over rounds of its ratio to ``integrate``'s time in the same round (robust to the load
 of a shared machine drifting between rounds), the ratio of the medians and of the best
-times; the largest difference from ``integrate``'s states over the first 100 steps, and that
+times, and the median ratio to ``integrate`` with the same stage solve; the largest difference from ``integrate``'s states over the first 100 steps, and that
 of the final state (on the chaotic heavy top, roundoff differences of the two programs grow
 over the run). ``--quick``: the heavy top with s = 2 only.
 """
@@ -38,17 +40,18 @@ N = 4000
 CASES = {"rigid body": (lambda: rigid_body(jnp.array([1.0, 2.0, 3.0])), np.array([1.0, 0.5, 0.8]), 0.1),
          "heavy top": (lambda: heavy_top(jnp.array([1.0, 1.3, 0.7]), jnp.array([0.0, 0.0, 1.0]), 2.0),
                        np.array([0.4, -0.8, 1.5, 0.3, 0.4, 0.8660254037844386]), 0.05)}
-VARIANTS = {"default": {}, "error_estimate=False": {"error_estimate": False}, 'solver="auto"': {"solver": "auto"},
-            "local_extrapolation=True": {"local_extrapolation": True}}
+VARIANTS = {"default": {}, 'solver="fixed_point"': {"solver": "fixed_point"},
+            "error_estimate=False": {"error_estimate": False}, "local_extrapolation=True": {"local_extrapolation": True}}
 
 
 def _jobs(case: str, stages: int) -> list[dict]:
     make, y0, dt = CASES[case]
     system = make()
     term = diffrax.ODETerm(lambda t, y, args: system.vector_field(y))
-    method = lpjax.GaussLegendre(stages)
-    jobs = [dict(case=case, stages=stages, variant="lpjax.integrate", args=(jnp.asarray(y0),),
-                 fn=lambda y: lpjax.integrate(system, method, y, dt, N, save_every=N).ys[-1])]
+    jobs = [dict(case=case, stages=stages, variant=label, args=(jnp.asarray(y0),),
+                 fn=lambda y, method=method: lpjax.integrate(system, method, y, dt, N, save_every=N).ys[-1])
+            for label, method in (("lpjax.integrate", lpjax.GaussLegendre(stages)),
+                                  ('lpjax.integrate solver="auto"', lpjax.GaussLegendre(stages, solver="auto")))]
     for name, options in VARIANTS.items():
         solver = ldx.GaussLegendre(stages, **options)
         jobs.append(dict(case=case, stages=stages, variant=name, args=(jnp.asarray(y0),),
@@ -92,15 +95,17 @@ def main() -> None:
         jobs = _jobs(case, stages)
         H.compile_all(jobs)
         _interleaved(jobs, 5 if args.quick else 25)
-        ref = jobs[0]
+        ref, auto = jobs[0], jobs[1]
         t_ref = statistics.median(ref["times"])
         for job in jobs:
             t = statistics.median(job["times"])
+            same = ref if job is ref or "fixed_point" in job["variant"] else auto  # the same stage solve
             rows.append(dict(case=case, stages=stages, group=f"{case} {stages}", variant=job["variant"], us_per_step=t / N * 1e6,
                              ratio=statistics.median(a / b for a, b in zip(job["times"], ref["times"])),
                              ratio_of_medians=t / t_ref, ratio_min=min(job["times"]) / min(ref["times"]),
+                             ratio_same_solve=statistics.median(a / b for a, b in zip(job["times"], same["times"])),
                              max_state_difference=float(np.max(np.abs(np.asarray(job["first"]) - np.asarray(ref["first"])))),
-                             first_100_steps_difference=(0.0 if job is ref else
+                             first_100_steps_difference=(0.0 if job in (ref, auto) else
                                                          _agreement(case, stages, VARIANTS[job["variant"]])),
                              compile_s=job["compile_s"], times_s=job["times"]))
             H.log(f"{case} GL{2 * stages} {job['variant']}: {rows[-1]['us_per_step']:.3f} us/step, "
@@ -109,7 +114,7 @@ def main() -> None:
           "median of interleaved rounds")
     H.print_table([("case", -11, "case"), ("GL", 4, lambda r: str(2 * r["stages"])), ("variant", -26, "variant"),
                    ("us/step", 9, "us_per_step:.3f"), ("/ integrate", 12, "ratio:.3f"),
-                   ("medians", 8, "ratio_of_medians:.3f"),
+                   ("medians", 8, "ratio_of_medians:.3f"), ("/ same solve", 13, "ratio_same_solve:.3f"),
                    ("best / best", 12, "ratio_min:.3f"), ("|Δy| 100 steps", 15, "first_100_steps_difference:.1e"),
                    ("|Δy(t1)|", 9, "max_state_difference:.1e"),
                    ("compile[s]", 11, "compile_s:.2f")], rows, group="group")
