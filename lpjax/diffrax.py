@@ -206,7 +206,9 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         return 2 * self.inner.stages + 1
 
     def _system(self, terms, args, h, y0, t0) -> _TermSystem:
-        return _TermSystem(terms, args, h, y0, t0, _reads_time(terms, t0, y0, args, h))
+        """On ``(y, t)`` for a term that reads ``t``, or an empty state (nothing else to step)."""
+        timed = _real_ravel(y0)[0].size == 0 or _reads_time(terms, t0, y0, args, h)
+        return _TermSystem(terms, args, h, y0, t0, timed)
 
     def init(self, terms, t0, t1, y0, args):
         y, _ = _real_ravel(y0)
