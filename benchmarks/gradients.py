@@ -103,7 +103,7 @@ def _functions(name, n, variant="auto"):
     def loss(params, y0):
         system, method = run(params)
         if name.startswith("diffrax"):
-            solver = diffrax.Tsit5() if "Tsit5" in name else lpjax.diffrax.GaussLegendre(2, error_estimate=False)
+            solver = diffrax.Tsit5() if "Tsit5" in name else lpjax.diffrax.GaussLegendre(2)
             return jnp.sum(_diffrax_final(system, y0, n, solver))
         if variant == "scan":  # the method's own step in a plain lax.scan: AD stores every step
             def step(state, _):

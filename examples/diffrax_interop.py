@@ -3,8 +3,7 @@
     python examples/diffrax_interop.py
 
 A diffrax script switches from Tsit5 to lpjax.diffrax.GaussLegendre(2) by changing the
-solver (with constant steps, ``error_estimate=False`` skips the half steps that only an adaptive
-controller reads); the Casimirs |Γ|² and M·Γ then stay at roundoff over the run, where Tsit5 drifts.
+solver (with constant steps it takes lp.integrate's steps and computes no error estimate); the Casimirs |Γ|² and M·Γ then stay at roundoff over the run, where Tsit5 drifts.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ def main() -> None:
     runs = {
         "lp.integrate, GL4": lpjax.integrate(top, lpjax.GaussLegendre(2), y0, dt, n).ys,
         "diffeqsolve, lpjax.diffrax.GaussLegendre(2)": dfx.diffeqsolve(
-            term, ldx.GaussLegendre(2, error_estimate=False), 0.0, n * dt, dt, y0, saveat=saveat, max_steps=n).ys,
+            term, ldx.GaussLegendre(2), 0.0, n * dt, dt, y0, saveat=saveat, max_steps=n).ys,
         "diffeqsolve, Tsit5 (same steps)": dfx.diffeqsolve(
             term, dfx.Tsit5(), 0.0, n * dt, dt, y0, saveat=saveat, max_steps=n).ys,
         "diffeqsolve, LiePoissonTerm + Collective": dfx.diffeqsolve(
