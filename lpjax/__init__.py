@@ -18,6 +18,7 @@ from ._ensemble import (
     open_ensemble as open_ensemble,
     spread_states as spread_states,
 )
+from ._controller import PIDController as PIDController
 from ._integrate import Solution as Solution, integrate as integrate
 from ._version import __version__ as __version__
 from ._integrator import (
