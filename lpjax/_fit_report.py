@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 __all__ = ["FitResult", "FitWarning", "goodness_of_fit", "null_space_text", "combination", "null_mask",
-           "IDENTIFIABLE_RTOL"]
+           "IDENTIFIABLE_RTOL", "moved_by_null", "largest_entry_positive"]
 
 _FLAG_P = 1e-6  # a goodness-of-fit figure this improbable under Gaussian noise flags the fit
 IDENTIFIABLE_RTOL = 1e-8  # a singular value below this · the largest is a null direction
@@ -128,19 +128,29 @@ def null_mask(s: np.ndarray) -> np.ndarray:
     return ~(s > IDENTIFIABLE_RTOL * s[0])
 
 
+def moved_by_null(V: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """The parameters (a mask over the columns of ``V``) that a null direction moves."""
+    return np.any(np.abs(V[null]) > 1e-6, axis=0)
+
+
+def largest_entry_positive(rows: np.ndarray) -> np.ndarray:
+    """Each row of ``rows`` times the sign of its largest entry (a direction's sign fixed)."""
+    rows = np.atleast_2d(rows)
+    return rows * np.sign(rows[np.arange(len(rows)), np.argmax(np.abs(rows), axis=1)])[:, None]
+
+
 def _fixed_combinations(s: np.ndarray, V: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(free, W, stderr)``: the parameters a null direction moves (a mask), and the
     combinations ``w · z[free]`` of them that the data do fix (rows of ``W``: an orthonormal basis
     of the directions among them orthogonal to the null space, chosen uncorrelated), with their
     standard errors from ``σ² (JᵀJ)⁺``, best fixed first."""
     null = null_mask(s)
-    free = np.any(np.abs(V[null]) > 1e-6, axis=0)
+    free = moved_by_null(V, null)
     cov = sigma**2 * (V[~null].T / s[~null] ** 2) @ V[~null]
     n_null = int(null.sum())
     basis = np.linalg.svd(V[null][:, free], full_matrices=True)[2][n_null:].T
     lam, E = np.linalg.eigh(basis.T @ cov[np.ix_(free, free)] @ basis)
-    W = (basis @ E).T
-    W *= np.sign(W[np.arange(len(W)), np.argmax(np.abs(W), axis=1)])[:, None]
+    W = largest_entry_positive((basis @ E).T)
     return free, W, np.sqrt(np.maximum(lam, 0.0))
 
 
@@ -154,7 +164,7 @@ def combination(v: np.ndarray, names: Sequence[str]) -> str:
 
 def null_space_text(null: np.ndarray, names: Sequence[str]) -> str:
     """The null directions, one per row, as ``(θ[0]: 0.21, θ[1]: 0.58, …)`` (largest entry positive)."""
-    null = null * np.sign(null[np.arange(len(null)), np.argmax(np.abs(null), axis=1)])[:, None]
+    null = largest_entry_positive(null)
     null = np.where(np.abs(null) > 1e-8, null, 0.0)  # roundoff shown as 0
     return " and ".join("(" + ", ".join(f"{n}: {c:.4g}" for n, c in zip(names, v)) + ")" for v in null)
 

@@ -25,7 +25,7 @@ from jaxtyping import Array, ArrayLike
 from ._checks import invalid_as_nan, refuse_silent_float32
 from ._fit_model import Problem, free_components, linearize, minimise, observation_grid
 from ._fit_report import FitResult as FitResult, FitWarning as FitWarning
-from ._fit_report import goodness_of_fit, null_mask, null_space_text
+from ._fit_report import goodness_of_fit, largest_entry_positive, moved_by_null, null_mask, null_space_text
 from ._integrator import AbstractIntegrator, GaussLegendre
 from ._system import AbstractSystem
 
@@ -182,8 +182,8 @@ def _fit(problem: Problem, z0s: Array, max_steps: int, sigma: Optional[float]) -
     sig = float(sigma) if sigma is not None else (math.sqrt(rr / (N - p)) if N > p else float("nan"))
     # σ² (JᵀJ)⁺ over the directions the data fix; a parameter a null direction moves is not fixed
     stderr = sig * np.sqrt(np.sum((Vt[~null] / s[~null, None]) ** 2, axis=0))
-    stderr[np.any(np.abs(Vt[null]) > 1e-6, axis=0)] = np.inf
-    null_direction = None if identifiable else jnp.asarray(Vt[-1] * np.sign(Vt[-1][np.argmax(np.abs(Vt[-1]))]))
+    stderr[moved_by_null(Vt, null)] = np.inf
+    null_direction = None if identifiable else jnp.asarray(largest_entry_positive(Vt[-1])[0])
     chi2, zmax, corr, reasons = goodness_of_fit(np.asarray(r), n_t, p, sig, sigma is not None)
     converged = bool(ok[best])
     free, q = np.asarray(problem.free), z.shape[0] - problem.p
