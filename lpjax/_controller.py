@@ -91,6 +91,22 @@ class PIDController(eqx.Module):
         one = jnp.ones((), dtype)
         return dt, ControllerState(one, one, jnp.asarray(False))
 
+    def initial_step(self, f, y0: Float[Array, " n"], error_order: float) -> Float[Array, ""]:
+        """The first step for ``dt0=None``, as diffrax selects it (HNW I, II.4): with the scale
+        ``atol + rtol·|y₀|``, ``d₀ = rms(y₀)``, ``d₁ = rms(f(y₀))``, ``h₀ = 0.01 d₀/d₁`` (10⁻⁶
+        if either is below 10⁻⁵), ``d₂ = rms(f(y₀ + h₀ f(y₀)) − f(y₀)) / h₀`` and
+        ``h₁ = (0.01 / max(d₁, d₂))^{1/k}``; the step is ``min(100 h₀, h₁)``."""
+        scale = self.atol + jnp.abs(y0) * self.rtol
+        rms = lambda x: jnp.sqrt(jnp.mean(jnp.square(x / scale)))  # noqa: E731
+        f0 = f(y0)
+        d0, d1 = rms(y0), rms(f0)
+        small = (d0 < 1e-5) | (d1 < 1e-5)
+        h0 = jnp.where(small, 1e-6, 0.01 * (d0 / jnp.where(small, 1, d1)))
+        d2 = rms(f(y0 + h0 * f0) - f0) / h0
+        max_d = jnp.maximum(d1, d2)
+        h1 = jnp.where(max_d <= 1e-15, jnp.maximum(1e-6, h0 * 1e-3), (0.01 / max_d) ** (1 / float(error_order)))
+        return jnp.minimum(100 * h0, h1)
+
     def scaled_error(self, y0: Float[Array, " n"], y1: Float[Array, " n"], y_error: Float[Array, " n"]):
         """``ε = rms(e / (atol + rtol·max(|y₀|, |y₁|)))``; a NaN candidate is scaled by ``y₀``."""
         y1 = jnp.where(jnp.any(jnp.isnan(y1)), y0, y1)

@@ -23,14 +23,13 @@ import equinox as eqx
 import jax
 import jax.extend.core as jax_core
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PyTree
 
 from . import _integrator
 from ._integrator import RESULTS
 from ._diffrax_dense import DenseHermite, dense_coefficients
-from ._integrator.gauss_legendre import _collocation_weights, _combine
+from ._integrator._doubling import halves
 from ._system import AbstractSystem
 
 __all__ = ["GaussLegendre", "LiePoissonTerm", "MapSolver", "MoserVeselov", "SurisLagrangeTop", "SurisClebsch",
@@ -235,7 +234,7 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         y_error = None
         if self.error_estimate:  # only an adaptive controller reads it: otherwise XLA drops the halves
             half = _TermSystem(terms, args, system.control / 2, y0, t0, system.timed)
-            end, halves_ok = self._halves(half, state, Z)
+            end, halves_ok = halves(self.inner, half, state, Z, one)
             p = 2.0 ** (2 * self.inner.stages)
             ok = halves_ok & (result == RESULTS.successful)
             y_error = unravel(jnp.where(ok, system.part(end.y - new.y) * (p / (p - 1)), jnp.inf))
@@ -245,20 +244,6 @@ class GaussLegendre(dfx.AbstractAdaptiveSolver):
         dense = dict(y0=y0, start=y, coeffs=system.part(coeffs))
         return (unravel(system.part(new.y)), y_error, dense, (new, h_ref, _count(counts, info, result)),
                 _dfx_result(result))
-
-    def _halves(self, half: _TermSystem, state, Z):
-        """The step as two half steps, each started from the full step's collocation
-        polynomial: the end state, and whether both stage solves converged."""
-        s, c = self.inner.stages, self.inner.tableau[2]
-        one = jnp.ones((), state.y.dtype)
-        u = _combine(_collocation_weights(c, np.concatenate([c / 2, 0.5 + c / 2, [0.5]])), Z)  # u(θ) − y0
-        a = _integrator.GaussLegendreState(state.y, u[:s], state.compensation)
-        Za, Fa, result_a, _ = self.inner.solve_stages(half, a, one)
-        mid, result_a = self.inner.advance(a, Za, Fa, one, result_a)
-        b = _integrator.GaussLegendreState(mid.y, u[s:2 * s] - u[2 * s][None, :], mid.compensation)
-        Zb, Fb, result_b, _ = self.inner.solve_stages(half, b, one)
-        end, result_b = self.inner.advance(b, Zb, Fb, one, result_b)
-        return end, (result_a == RESULTS.successful) & (result_b == RESULTS.successful)
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)

@@ -27,7 +27,8 @@ from jax.sharding import Mesh, PartitionSpec
 from .._checks import cast_floats, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
-from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel
+from ._adaptive import Adaptive, adaptive_member, adaptive_schedule
+from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
 from .._memo import by_identity
 from ._plan import Plan, make_plan
 from ._results import Results
@@ -38,17 +39,20 @@ __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution"
 
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: str, platform: str,
-                   rdtype, batched: bool, stats: bool) -> EnsembleFunction:
+                   rdtype, batched: bool, stats: bool, adaptive: Optional[Adaptive] = None) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
-    member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
+    if adaptive is None:
+        member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
+    else:
+        member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
 
 
 def ensemble_function(
     system: AbstractSystem,
     method: AbstractIntegrator,
-    dt: float,
-    n_steps: int,
+    dt: Optional[float],
+    n_steps: Optional[int] = None,
     *,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
@@ -57,6 +61,10 @@ def ensemble_function(
     dtype=None,
     batched_system: bool = False,
     stats: bool = False,
+    controller=None,
+    t1: Optional[float] = None,
+    ts=None,
+    max_steps: Optional[int] = None,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -77,6 +85,8 @@ def ensemble_function(
             block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
             for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
             ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
+        controller, t1, ts, max_steps: an adaptive run, as for :func:`ensemble` (``dt`` is then
+            the first step, or None).
         batched_system: ``system`` is batched over parameters (every array has a leading axis
             N, as ``eqx.filter_vmap`` of a constructor makes it); the function then takes the
             batched system (or its arrays, ``eqx.filter(systems, eqx.is_array)``) as its second
@@ -85,7 +95,12 @@ def ensemble_function(
     The method is checked against one member's system here; ``y0s``' shape and dtype when the
     function is called (traced).
     """
-    n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
+    adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats,
+                                 "ensemble_function")
+    if adaptive is None:
+        n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
+    else:
+        n_steps, save_every = len(adaptive.ts), 1
     rdtype = run_dtype(dtype, jnp.zeros((), float), "ensemble_function")
     system, method = cast_floats((system, method), rdtype)
     check_members(system, method, batched_system, "ensemble_function")
@@ -93,7 +108,7 @@ def ensemble_function(
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
     kernel = resolve_kernel("scan" if kernel == "auto" and plat == "cpu" else kernel, plat)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
-                        bool(batched_system), stats)
+                        bool(batched_system), stats, adaptive)
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
     def chunk(y0s, systems=None) -> EnsembleOutput:
@@ -125,21 +140,21 @@ def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: O
 
 
 @by_identity
-def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool):
+def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool, adaptive: Optional[Adaptive]):
     """``(fn, ends, keep)``: the chunk function that runs (the plan's kernel, or the scan where
     it cannot run the member program); whether the state observable's first and last saves are
     ``y0s`` and ``final_state`` (so not stored twice: the last always, the first where the
-    method observes its initial state as given, :meth:`_Member.starts_as_given`); and the saves
+    method observes its initial state as given, :func:`._kernel.starts_as_given`); and the saves
     of the state the kernel returns (None: all, or no observable at all when none is left)."""
     def make(observe):
         return _make_function(system, method, dt, plan.n_steps, plan.save_every, observe, plan.kernel, plan.platform,
-                              plan.dtype, plan.batched, stats)
+                              plan.dtype, plan.batched, stats, adaptive)
 
     fn, ends = make(observe_f), (False, False)
     if observe_name == "state":
         dyn = eqx.filter(system, eqx.is_array)
         one = jax.tree.map(lambda a: a[0], dyn) if plan.batched else dyn
-        ends = fn.member.starts_as_given(one, jax.ShapeDtypeStruct((plan.state_size,), plan.dtype)), True
+        ends = starts_as_given(fn.member, one, jax.ShapeDtypeStruct((plan.state_size,), plan.dtype)), True
     keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
     if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
         fn, keep = make(observe_nothing), None
@@ -153,9 +168,13 @@ def ensemble(
     system: AbstractSystem,
     method: AbstractIntegrator,
     y0s,
-    dt: float,
-    n_steps: int,
+    dt: Optional[float],
+    n_steps: Optional[int] = None,
     *,
+    controller=None,
+    t1: Optional[float] = None,
+    ts=None,
+    max_steps: Optional[int] = None,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
     chunk_size: Optional[int] = None,
@@ -238,15 +257,19 @@ def ensemble(
     Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
     :func:`ensemble_function` returns for the same arguments.
     """
-    inp = validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_system, metadata)
+    adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble")
+    if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
+        n_steps, save_every = len(adaptive.ts), 1
+    inp = validated(system, method, y0s, adaptive.ts[0] if adaptive and dt is None else dt, n_steps, save_every,
+                    dtype, batched_system, metadata)
     if chunk_size is None and resume and out is not None:
         chunk_size = stored_chunk_size(out)  # a run resumed elsewhere (other processes, cores) keeps its chunks
     plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
                      jax.process_count(), jax.process_index())
     observe_name, observe_f = observe_fn(observe)
-    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats))
+    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
-    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends)
+    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends, adaptive)
     _run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)
 

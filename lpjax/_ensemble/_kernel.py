@@ -119,6 +119,15 @@ class _Member(eqx.Module):
     # after the run (summary_and_finite; the fused kernel's); "written" runs the steps as written
     replay: str = eqx.field(static=True, default="save")
 
+    @property
+    def replays(self) -> bool:
+        """Whether the kernels may run steps untested and replay a member that is not finite."""
+        return self.method.nonfinite_lasts
+
+    @property
+    def dtype(self):
+        return jnp.result_type(self.dt)
+
     def system(self, dyn_m):
         return eqx.combine(dyn_m, self.static)
 
@@ -168,19 +177,6 @@ class _Member(eqx.Module):
         _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros_like(c[0]), run(carry)), (bad, fast))
         return out
 
-    def starts_as_given(self, dyn_m, y0) -> bool:
-        """Whether the first save of the state observable is ``y0`` itself, bit for bit: the
-        traced program of ``observe(init(y0))`` returns its input unchanged (decided from the
-        program, not assumed of the method: a collective method's is its momentum map of the
-        lifted state, equal to ``y0`` only to roundoff)."""
-        key = ("starts", eqx.partition(self, eqx.is_array)[1], _avals(eqx.filter(self, eqx.is_array)), _avals(dyn_m),
-               _avals(y0))
-        if key not in _verdicts:  # traced once per program and shapes
-            closed = jax.make_jaxpr(lambda y: self.observe(dyn_m, self.init(dyn_m, y)))(y0)
-            outs = jax.tree.leaves(closed.jaxpr.outvars)
-            _verdicts[key] = len(outs) == 1 and outs[0] is closed.jaxpr.invars[0]
-        return _verdicts[key]
-
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)
         return self.observe_fn(system, self.method.observe(system, carry.state))
@@ -200,6 +196,20 @@ class _Member(eqx.Module):
         leaves = [a for a in jax.tree.leaves(carry.state) if jnp.issubdtype(a.dtype, jnp.inexact)]
         finite = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(a)) for a in leaves])
         return (*self.summary(dyn_m, carry), finite.astype(jnp.int32))
+
+
+def starts_as_given(member, dyn_m, y0) -> bool:
+    """Whether the first save of the state observable of ``member`` (a member program) is ``y0``
+    itself, bit for bit: the traced program of ``observe(init(y0))`` returns its input unchanged
+    (decided from the program, not assumed of the method: a collective method's is its momentum
+    map of the lifted state, equal to ``y0`` only to roundoff)."""
+    key = ("starts", eqx.partition(member, eqx.is_array)[1], _avals(eqx.filter(member, eqx.is_array)), _avals(dyn_m),
+           _avals(y0))
+    if key not in _verdicts:  # traced once per program and shapes
+        closed = jax.make_jaxpr(lambda y: member.observe(dyn_m, member.init(dyn_m, y)))(y0)
+        outs = jax.tree.leaves(closed.jaxpr.outvars)
+        _verdicts[key] = len(outs) == 1 and outs[0] is closed.jaxpr.invars[0]
+    return _verdicts[key]
 
 
 def _members_last(fn, batched: bool, kernel: str):
@@ -296,7 +306,7 @@ class EnsembleFunction(eqx.Module):
             raise TypeError("this ensemble function is for one system (batched_system=False): call it as f(y0s)")
         else:
             dyn = self.system_arrays
-        dtype = jnp.result_type(self.member.dt)
+        dtype = self.member.dtype
         refuse_silent_float32(y0s, "ensemble function", "y0s")
         if not isinstance(y0s, jax.Array):  # NumPy, lists; a string is refused as not numbers
             y0s = as_numbers(y0s, "ensemble function: y0s")

@@ -24,7 +24,10 @@ from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
 from ._state_saves import with_state_ends
+from ._adaptive import ADAPTIVE_STATS
 from ._validate import Inputs, first_member
+
+_COUNTS = ("max_iterations", "num_failed_steps", "num_accepted_steps", "num_rejected_steps")
 
 __all__ = ["Results"]
 
@@ -38,19 +41,25 @@ class Results:
     work; :attr:`chunks` are this process's chunks to run."""
 
     def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata,
-                 stats: bool, state_ends=(False, False)):
+                 stats: bool, state_ends=(False, False), adaptive=None):
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
         shapes = {f"observables/{k}": ((N, n_save + 1 - (k == "state") * sum(state_ends), *v.shape), v.dtype)
                   for k, v in probe.items()}  # the state's ends, where they are y0s and final_state: not twice
         shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32)})
         self.stat_names = STATS if stats else STATS[-1:]  # ("num_failed_steps",)
-        shapes.update({f"stats/{k}": ((N,), np.int32 if k in ("max_iterations", "num_failed_steps") else plan.dtype)
-                       for k in self.stat_names})
+        if adaptive is not None:
+            self.stat_names = ADAPTIVE_STATS
+        shapes.update({f"stats/{k}": ((N,), np.int32 if k in _COUNTS else plan.dtype) for k in self.stat_names})
         self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
-        self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
+        if adaptive is None:
+            self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
+        else:
+            self.ts = np.asarray((0.0, *adaptive.ts), plan.dtype)
         self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
                                      plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata, stats, state_ends)
+        if adaptive is not None:
+            self.settings.update(adaptive.settings(dt))
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
         # the inputs over the members are written with each chunk; the others once, with ts
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}

@@ -223,7 +223,7 @@ def run_settings(system, method, dt, n_steps: int, save_every: int, observe: str
     """The settings an :class:`EnsembleSolution` and its store carry: JSON, numbers as numbers.
     ``state_ends``: whether the state observable's first and last saves are ``y0s`` and
     ``final_state`` (not stored twice)."""
-    return {"format": FORMAT, "lpjax": __version__, **copy.deepcopy(_described(system, method)), "dt": float(dt),
+    return {"format": FORMAT, "lpjax": __version__, **copy.deepcopy(_described(system, method)), "dt": None if dt is None else float(dt),
             "n_steps": n_steps, "save_every": save_every,
             "observe": observe, "members": members, "batched_system": batched, "dtype": str(np.dtype(dtype)),
             "kernel": kernel, "chunk_size": chunk, "stats": bool(stats), "state_ends": [bool(e) for e in state_ends],
@@ -363,7 +363,8 @@ def _solution(path: str, array) -> EnsembleSolution:
         ts=np.asarray(array("ts")[:]),
         observables=observables,
         final_state=array("final_state"), result=array("result"),
-        stats=Statistics({k: array(f"stats/{k}") for k in (STATS if attrs.get("stats", True) else STATS[-1:])}),
+        stats=Statistics({k: array(f"stats/{k}") for k in
+                          attrs.get("stat_names") or (STATS if attrs.get("stats", True) else STATS[-1:])}),
         store=path, chunk_size=int(attrs["chunk_size"]),
         y0s=y0s,
         system_arrays={k: array(f"system/{k}") for k in attrs.get("system_array_paths", [])},

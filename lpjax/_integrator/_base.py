@@ -37,6 +37,11 @@ class RESULTS(eqx.Enumeration):
         "The method cannot start from the initial state (for Collective: it is not in the image of "
         "the momentum map)."
     )
+    max_steps_reached = (
+        "The adaptive run took max_steps steps (accepted and rejected) before reaching its final time. Raise "
+        "max_steps, or loosen the controller's tolerances."
+    )
+    dt_min_reached = "The controller asked for a step below dtmin (with force_dtmin=False)."
 
 
 class StepInfo(eqx.Module):

@@ -168,7 +168,7 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
     ``lax.cond``), so that codes and counts are those of the steps as written. The replay is
     thus not in the kernel that runs: a kernel holding it kept the start of every save and the
     whole written step beside the fast loop."""
-    if not member.method.nonfinite_lasts:
+    if not member.replays:
         return _run_fused(member, dyn, y0s, n_save, batched, block, platform)
     (y_final, result, stats, finite), saved = _run_fused(dataclasses.replace(member, replay="none"), dyn, y0s, n_save,
                                                          batched, block, platform)

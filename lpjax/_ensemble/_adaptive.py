@@ -1,0 +1,216 @@
+"""One member's adaptive program: Gauss–Legendre steps (or Collective(GL)) of the member's own
+sizes under a :class:`lpjax.PIDController`, stepping exactly onto the save times.
+
+The loop is diffrax's (``diffeqsolve`` with ``PIDController(..., step_ts=ts)``), decision for
+decision: a step from ``t`` to ``min(t + dt, the next save time)`` (and, within 100 ulp of the
+final time, to it, or halfway to it after a rejected step, as diffrax's ``_clip_to_end``), its
+step-doubling error estimate (:mod:`lpjax._integrator._doubling`; a NaN error counts as
+infinite), the controller's acceptance and next ``dt`` from the size of the step taken. A
+rejected step keeps the state, its stage predictor and the controller's history. The saves are
+stepped onto rather than interpolated, so every saved state is a state of the method, which
+keeps every quadratic invariant to roundoff whatever the step sizes; and the steps are then
+those of ``diffeqsolve(..., step_ts=ts)``.
+
+The member has the pieces that the ensemble kernels run (:class:`lpjax._ensemble._kernel._Member`'s):
+``init``, ``step`` (here: every attempt up to the next save time, a ``while`` loop), ``advance``
+(one ``step``), ``observe`` and ``summary``. The save times are looked up by a select over
+``ts`` (a sum of one entry), so that the kernels need no indexed load: O(len(ts)) operations a
+save.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from .._controller import ControllerState, PIDController
+from .._integrate import _count_dtype
+from .._integrator import RESULTS, AbstractIntegrator
+from .._checks import positive_int
+from .._integrator._doubling import adaptive_method, error_order, error_space, step_and_error
+
+__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
+
+# the statistics of an adaptive member: steps accepted and rejected, the controller's next step
+# size (before clipping to a save time) and the time reached (t1, unless the member stopped)
+ADAPTIVE_STATS = ("num_accepted_steps", "num_rejected_steps", "next_dt", "t_reached")
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptive:
+    """An adaptive run's schedule: the controller, the save times (the last is the final time)
+    and the most attempts a member may make."""
+
+    controller: PIDController
+    ts: tuple
+    max_steps: int
+
+    def settings(self, dt0) -> dict:
+        """As an ensemble's settings record it (JSON)."""
+        c = self.controller
+        return {"controller": {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, "ts": list(self.ts),
+                "max_steps": self.max_steps, "dt0": None if dt0 is None else float(dt0),
+                "stat_names": list(ADAPTIVE_STATS)}
+
+
+def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats: bool,
+                      who: str) -> Optional[Adaptive]:
+    """The schedule of an adaptive run (``controller`` given), checked; None for a fixed-step one
+    (where ``t1``, ``ts`` and ``max_steps`` are refused)."""
+    if controller is None:
+        extra = [name for name, v in (("t1", t1), ("ts", ts), ("max_steps", max_steps)) if v is not None]
+        if extra:
+            raise ValueError(f"{who}: {', '.join(extra)} belong to adaptive runs: pass controller=lpjax.PIDController("
+                             "rtol, atol) (or, for fixed steps, dt and n_steps)")
+        return None
+    if not isinstance(controller, PIDController):
+        raise TypeError(f"{who}: controller must be an lpjax.PIDController, got {type(controller).__name__}")
+    if n_steps is not None or save_every is not None:
+        raise ValueError(f"{who}: an adaptive run (controller=...) takes t1=... and save times ts=..., not n_steps or "
+                         "save_every")
+    if stats:
+        raise ValueError(f"{who}: stats=True collects the stage solves' statistics of fixed-step runs; an adaptive run "
+                         f"always returns {', '.join(ADAPTIVE_STATS)}")
+    adaptive_method(method, who)
+    if dt is not None and (np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0):
+        raise ValueError(f"{who}: dt0 must be a finite scalar > 0, or None (chosen for each member), got {dt!r}")
+    if ts is None:
+        if t1 is None:
+            raise ValueError(f"{who}: an adaptive run needs its final time: t1=... (or save times ts=...)")
+        ts = [t1]
+    ts = np.asarray(ts, dtype=np.float64).reshape(-1)
+    if ts.size == 0 or not np.all(np.isfinite(ts)) or ts[0] <= 0 or np.any(np.diff(ts) <= 0):
+        raise ValueError(f"{who}: ts must be finite, strictly increasing save times > 0 (the run starts at t = 0), "
+                         f"got {ts.tolist()[:8]}")
+    if t1 is not None and float(t1) != ts[-1]:
+        raise ValueError(f"{who}: the last save time ts[-1] = {ts[-1]} is the final time, but t1 = {t1}")
+    return Adaptive(controller, tuple(ts.tolist()), positive_int(16384 if max_steps is None else max_steps,
+                                                                 "max_steps"))
+
+
+@final
+class _AdaptiveCarry(eqx.Module):
+    """A member between attempts: the method's state, the time reached ``t``, the controller's
+    next step ``dt`` (before clipping), whether the last attempt was rejected, the index of the
+    next save time, the controller's state, the counts of accepted and rejected steps and the
+    result code."""
+
+    state: PyTree
+    t: Float[Array, ""]
+    dt: Float[Array, ""]
+    rejected_last: Bool[Array, ""]
+    save: Int[Array, ""]
+    control: ControllerState
+    accepted: Int[Array, ""]
+    rejected: Int[Array, ""]
+    result: RESULTS
+
+
+def _select(ts: Float[Array, " n"], k: Int[Array, ""]) -> Float[Array, ""]:
+    """``ts[min(k, n − 1)]`` as a sum of one selected entry (exact)."""
+    k = jnp.minimum(k, ts.shape[0] - 1)
+    return jnp.sum(jnp.where(jnp.arange(ts.shape[0]) == k, ts, jnp.zeros_like(ts)))
+
+
+@final
+class AdaptiveMember(eqx.Module):
+    """An adaptive member program (see the module): ``ts`` the save times (the last is the
+    final time), ``dt0`` the first step (None: :meth:`PIDController.initial_step`), at most
+    ``max_steps`` attempts (accepted and rejected), then ``RESULTS.max_steps_reached``."""
+
+    static: Any = eqx.field(static=True)
+    method: AbstractIntegrator
+    controller: PIDController
+    ts: Float[Array, " n"]
+    t_floor: Float[Array, ""]  # 100 ulp below the final time: diffrax's threshold to clip to it
+    dt0: Optional[Float[Array, ""]]
+    max_steps: int = eqx.field(static=True)
+    observe_fn: Callable
+
+    replays = False  # no replay of steps whose non-finite values last: every attempt is tested
+    replay = "written"
+    save_every = 1  # one step of the kernels' programs is every attempt up to the next save
+
+    @property
+    def n_steps(self) -> int:
+        return self.ts.shape[0]
+
+    @property
+    def dtype(self):
+        return self.ts.dtype
+
+    def system(self, dyn_m):
+        return eqx.combine(dyn_m, self.static)
+
+    def init(self, dyn_m, y0):
+        system, dtype = self.system(dyn_m), self.ts.dtype
+        if self.dt0 is None:
+            f, z0 = error_space(self.method, system, self.method.init_or_fail(system, y0, jnp.ones((), dtype))[0])
+            dt0 = self.controller.initial_step(f, z0, error_order(self.method))
+        else:
+            dt0 = self.dt0
+        dt, control = self.controller.init(dt0, dtype)
+        state, result = self.method.init_or_fail(system, y0, dt)
+        result = RESULTS.where(jnp.all(jnp.isfinite(y0)) & jnp.isfinite(dt), result, RESULTS.invalid_initial_state)
+        zero = jnp.zeros((), _count_dtype())
+        return _AdaptiveCarry(state, jnp.zeros((), dtype), dt, jnp.asarray(False), jnp.zeros((), jnp.int32), control,
+                              zero, zero, result)
+
+    def _attempt(self, system, c: _AdaptiveCarry, t_save) -> _AdaptiveCarry:
+        t_end = self.ts[-1]
+        t1 = jnp.minimum(c.t + c.dt, t_save)
+        t1 = jnp.where(t1 > self.t_floor, jnp.where(c.rejected_last, c.t + 0.5 * (t_end - c.t), t_end), t1)
+        h = t1 - c.t
+        new, error, result, _ = step_and_error(self.method, system, c.state, h)
+        error = jnp.where(jnp.isnan(error), jnp.inf, error)
+        y0, y1 = error_space(self.method, system, c.state)[1], error_space(self.method, system, new)[1]
+        keep, dt, control, too_small = self.controller.adapt(y0, y1, error, h, error_order(self.method), c.control)
+        state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, c.state)
+        result = RESULTS.where(keep, result, RESULTS.successful)
+        result = RESULTS.where(too_small, RESULTS.dt_min_reached, result)
+        return _AdaptiveCarry(state, jnp.where(keep, t1, c.t), dt, ~keep, c.save, control,
+                              c.accepted + keep.astype(c.accepted.dtype), c.rejected + (~keep).astype(c.rejected.dtype),
+                              RESULTS.where(c.result == RESULTS.successful, result, c.result))
+
+    def step(self, dyn_m, carry: _AdaptiveCarry) -> _AdaptiveCarry:
+        """Every attempt from ``carry.t`` up to the next save time (or until the member fails or
+        reaches ``max_steps`` attempts)."""
+        system = self.system(dyn_m)
+        t_save = _select(self.ts, carry.save)
+
+        def going(c):
+            return (c.t < t_save) & (c.result == RESULTS.successful) & (c.accepted + c.rejected < self.max_steps)
+
+        c = jax.lax.while_loop(going, lambda c: self._attempt(system, c, t_save), carry)
+        stuck = (c.t < t_save) & (c.result == RESULTS.successful)
+        return eqx.tree_at(lambda x: (x.save, x.result), c,
+                           (c.save + 1, RESULTS.where(stuck, RESULTS.max_steps_reached, c.result)))
+
+    def advance(self, dyn_m, carry, step=None):
+        """One save interval (``step``: :meth:`step` batched over the members, if given)."""
+        return (step or self.step)(dyn_m, carry)
+
+    def observe(self, dyn_m, carry):
+        system = self.system(dyn_m)
+        return self.observe_fn(system, self.method.observe(system, carry.state))
+
+    def summary(self, dyn_m, carry):
+        y = self.method.observe(self.system(dyn_m), carry.state)
+        stats = dict(zip(ADAPTIVE_STATS, (carry.accepted, carry.rejected, carry.dt, carry.t)))
+        return y, carry.result._value, stats
+
+
+def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) -> AdaptiveMember:
+    """An :class:`AdaptiveMember` in ``dtype`` (save times, first step, the final time's floor)."""
+    t_end = np.asarray(adaptive.ts[-1], dtype)
+    floor = t_end
+    for _ in range(100):
+        floor = np.nextafter(floor, np.asarray(-np.inf, dtype))
+    return AdaptiveMember(static, method, adaptive.controller, jnp.asarray(adaptive.ts, dtype), jnp.asarray(floor, dtype),
+                          None if dt0 is None else jnp.asarray(dt0, dtype), adaptive.max_steps, observe_fn)
