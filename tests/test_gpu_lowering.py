@@ -261,3 +261,22 @@ def test_the_moser_veselov_step_does_the_maps_own_arithmetic(dtype):
     iterations and the rest (measured 1204 against 1215, 0.99×: 48 an iteration against 57,
     244 in the rest against 75; 3174 at first, 2175 through the matrices)."""
     assert _ratio("Moser-Veselov", dtype) <= 1.25
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_the_adaptive_kernel_lowers_for_cuda_with_a_while_per_lane(stages):
+    """An adaptive ensemble (GL under a per-member PID controller, saves stepped onto): one
+    Triton kernel, the attempts a ``while`` inside the loop over saves (the stage solves a third
+    level), the save times held in registers (selected, not loaded): no global load inside any
+    loop, no store but at the saves."""
+    system = lpjax.systems.heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
+    f = lpjax.ensemble_function(system, lpjax.GaussLegendre(stages), None, platform="cuda", observe="casimirs",
+                                controller=lpjax.PIDController(rtol=1e-8, atol=1e-8), ts=[0.5, 1.0, 2.0])
+    assert f.kernel == "fused"
+    hlo, ir = lower_for_cuda(f, jnp.ones((N, 6)))
+    assert hlo.count("__gpu$xla.gpu.triton") == 1
+    prof = loop_profile(ir)
+    assert prof["max_loop_depth"] == 3, prof
+    assert prof["live_loads_in_loops"] == 0, prof
+    assert prof["stores_in_step_loop"] == 0, prof
+    assert prof["stores_in_save_loop"] >= 1, prof

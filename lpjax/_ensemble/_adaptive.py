@@ -35,11 +35,12 @@ from .._integrator import RESULTS, AbstractIntegrator
 from .._checks import positive_int
 from .._integrator._doubling import adaptive_method, error_order, error_space, step_and_error
 
-__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
+__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule", "dearest_first"]
 
 # the statistics of an adaptive member: steps accepted and rejected, the controller's next step
 # size (before clipping to a save time) and the time reached (t1, unless the member stopped)
 ADAPTIVE_STATS = ("num_accepted_steps", "num_rejected_steps", "next_dt", "t_reached")
+SORT = True  # run the members sorted by predicted cost (dearest_first); False: as given (for measurements)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +134,7 @@ class AdaptiveMember(eqx.Module):
     max_steps: int = eqx.field(static=True)
     observe_fn: Callable
 
+    sorts = True  # the kernels run the members sorted by predicted cost (dearest_first)
     replays = False  # no replay of steps whose non-finite values last: every attempt is tested
     replay = "written"
     save_every = 1  # one step of the kernels' programs is every attempt up to the next save
@@ -148,14 +150,16 @@ class AdaptiveMember(eqx.Module):
     def system(self, dyn_m):
         return eqx.combine(dyn_m, self.static)
 
+    def step_estimate(self, dyn_m, y0):
+        """The first step that :meth:`PIDController.initial_step` selects for ``y0``: the first
+        step where ``dt0`` is None, and the member's predicted cost (its inverse) otherwise."""
+        system = self.system(dyn_m)
+        f, z0 = error_space(self.method, system, self.method.init_or_fail(system, y0, jnp.ones((), self.ts.dtype))[0])
+        return self.controller.initial_step(f, z0, error_order(self.method))
+
     def init(self, dyn_m, y0):
         system, dtype = self.system(dyn_m), self.ts.dtype
-        if self.dt0 is None:
-            f, z0 = error_space(self.method, system, self.method.init_or_fail(system, y0, jnp.ones((), dtype))[0])
-            dt0 = self.controller.initial_step(f, z0, error_order(self.method))
-        else:
-            dt0 = self.dt0
-        dt, control = self.controller.init(dt0, dtype)
+        dt, control = self.controller.init(self.step_estimate(dyn_m, y0) if self.dt0 is None else self.dt0, dtype)
         state, result = self.method.init_or_fail(system, y0, dt)
         result = RESULTS.where(jnp.all(jnp.isfinite(y0)) & jnp.isfinite(dt), result, RESULTS.invalid_initial_state)
         zero = jnp.zeros((), _count_dtype())
@@ -204,6 +208,25 @@ class AdaptiveMember(eqx.Module):
         y = self.method.observe(self.system(dyn_m), carry.state)
         stats = dict(zip(ADAPTIVE_STATS, (carry.accepted, carry.rejected, carry.dt, carry.t)))
         return y, carry.result._value, stats
+
+
+def dearest_first(run: Callable, member, dyn, y0s, batched: bool):
+    """``run(dyn, y0s)`` with the members of an adaptive program sorted by predicted cost, the
+    dearest first (the smallest :meth:`AdaptiveMember.step_estimate`), and its outputs back in
+    the callers' order; any other program as it is.
+
+    A block of members runs as long as its slowest member (a ``while`` runs while any lane's
+    condition holds); sorted, a block holds members of like cost, and the native kernel's
+    threads, which take runs of chunks from a queue in order, start with the dearest. Each
+    member's result does not depend on its place."""
+    if not (member.sorts and SORT):
+        return run(dyn, y0s)
+    h = jax.vmap(member.step_estimate, in_axes=(0 if batched else None, 0))(dyn, jnp.asarray(y0s))
+    xp = np if isinstance(y0s, np.ndarray) else jnp
+    order = xp.asarray(jnp.argsort(h, stable=True))
+    inverse = xp.argsort(order)
+    out = run(jax.tree.map(lambda a: a[order], dyn) if batched else dyn, y0s[order])
+    return jax.tree.map(lambda a: a[inverse], out)
 
 
 def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) -> AdaptiveMember:

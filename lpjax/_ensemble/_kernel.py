@@ -27,6 +27,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
+from ._adaptive import dearest_first
 from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
@@ -118,6 +119,8 @@ class _Member(eqx.Module):
     # replays a member that is not finite (see advance); "none" leaves the test to the caller,
     # after the run (summary_and_finite; the fused kernel's); "written" runs the steps as written
     replay: str = eqx.field(static=True, default="save")
+
+    sorts = False  # (an adaptive member's are sorted by cost)
 
     @property
     def replays(self) -> bool:
@@ -365,11 +368,12 @@ class EnsembleFunction(eqx.Module):
         writes into where their shape and dtype fit. ``y0s`` is checked by the caller."""
         dyn = system_arrays if self.batched else self.system_arrays
         part = (lambda head: {k[len(head):]: a for k, a in into.items() if k.startswith(head)}) if into else None
-        dest = into and ((into["final_state"], into["result"], part("stats/")), part("observables/"))
+        dest = into and not self.member.sorts and ((into["final_state"], into["result"], part("stats/")),
+                                                   part("observables/"))
         try:
-            (y_final, result, stats), saved = run_native_host(self.member, dyn, np.asarray(y0s),
-                                                              self.member.n_steps // self.member.save_every,
-                                                              self.batched, dest)
+            (y_final, result, stats), saved = dearest_first(
+                lambda d, y: run_native_host(self.member, d, y, self.member.n_steps // self.member.save_every,
+                                             self.batched, dest), self.member, dyn, np.asarray(y0s), self.batched)
         except Unfusable as e:
             self._fell_back(e)
             return self._run(dyn, jnp.asarray(y0s), "scan")
@@ -383,5 +387,7 @@ class EnsembleFunction(eqx.Module):
             idx = np.arange(padded) % N
             y0s = y0s[idx]
             dyn = jax.tree.map(lambda a: a[idx], dyn) if self.batched else dyn
-        y_final, saved, result, stats = _run_members(self.member, dyn, y0s, self.batched, block, kernel, self.platform)
+        y_final, saved, result, stats = dearest_first(
+            lambda d, y: _run_members(self.member, d, y, self.batched, block, kernel, self.platform), self.member, dyn,
+            y0s, self.batched)
         return jax.tree.map(lambda a: a[:N], EnsembleOutput(y_final, saved, result, stats))

@@ -46,14 +46,13 @@ def _parts(method: AbstractIntegrator, system):
 
 def error_order(method: AbstractIntegrator) -> int:
     """The order of the local error estimate, ``2s + 1``."""
-    return 2 * _parts(method, None)[0].stages + 1
+    return 2 * (method.inner if isinstance(method, Collective) else method).stages + 1
 
 
 def error_space(method: AbstractIntegrator, system, state) -> tuple:
     """``(f, y)``: the vector field and the state on which errors are measured (the lifted
     canonical ones for Collective)."""
-    inner, stepped = _parts(method, system)
-    return stepped.vector_field, state.y
+    return _parts(method, system)[1].vector_field, state.y
 
 
 def halves(method: GaussLegendre, system, state: GaussLegendreState, Z: Float[Array, "s n"], half_dt: Scalar):

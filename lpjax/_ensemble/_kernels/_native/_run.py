@@ -56,6 +56,7 @@ import functools
 import hashlib
 import os
 import tempfile
+import threading
 
 import equinox as eqx
 import jax
@@ -69,6 +70,7 @@ __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "
 
 CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 THREADS = None  # threads over the chunks (None: one per core)
+TASKS = 16  # runs of chunks per thread in the queue that the threads take them from
 SPECULATE_EVERY = 4  # steps between saves, at least, for an explicit step to run speculatively
 SPLIT = True  # loops at the top of the member program run as passes over the chunk (masked for while)
 MAX_LINES = 200_000  # instructions; LLVM compiles ~10⁴ a second: larger programs run on the scan
@@ -192,15 +194,26 @@ class _Program:
 
         n_chunks = -(-B // chunk)
         workers = max(1, min(THREADS or len(os.sched_getaffinity(0)), n_chunks))
-        bounds = [min(B, chunk * (n_chunks * w // workers)) for w in range(workers + 1)]
+        # a queue of runs of whole chunks, TASKS per worker, taken in order by the workers as they
+        # finish: members of unequal cost (adaptive steps, sorted by predicted cost, the dearest
+        # first) are spread over the threads as they run, not in equal shares of members
+        tasks = min(n_chunks, workers * (TASKS if workers > 1 else 1))
+        bounds = [min(B, chunk * (n_chunks * k // tasks)) for k in range(tasks + 1)]
+        queue = iter(range(tasks))
+        lock = threading.Lock()
 
-        def run(w):  # worker w's run of whole chunks
+        def run():  # one worker: the next run of chunks until none is left
             scratch = np.empty(max(1, self.scratch), np.float64)
-            kernel(bounds[w], bounds[w + 1], B, ctypes.addressof(args), scratch.ctypes.data)
+            while True:
+                with lock:
+                    k = next(queue, None)
+                if k is None:
+                    return
+                kernel(bounds[k], bounds[k + 1], B, ctypes.addressof(args), scratch.ctypes.data)
 
-        # workers write disjoint rows; the machine code runs without the GIL; this thread is worker 0
-        others = [_pool(workers - 1).submit(run, w) for w in range(1, workers)] if workers > 1 else []
-        run(0)
+        # workers write disjoint rows; the machine code runs without the GIL; this thread is a worker
+        others = [_pool(workers - 1).submit(run) for _ in range(1, workers)] if workers > 1 else []
+        run()
         for f in others:
             f.result()
         return self.unpack(outs)
