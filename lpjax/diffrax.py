@@ -29,7 +29,7 @@ from jaxtyping import Array, PyTree
 from . import _integrator
 from ._integrator import RESULTS
 from ._diffrax_dense import DenseHermite, dense_coefficients
-from ._integrator._doubling import halves
+from ._integrator._error_estimates import halves
 from ._system import AbstractSystem
 
 __all__ = ["GaussLegendre", "LiePoissonTerm", "MapSolver", "MoserVeselov", "SurisLagrangeTop", "SurisClebsch",

@@ -4,7 +4,7 @@ sizes under a :class:`lpjax.PIDController`, stepping exactly onto the save times
 The loop is diffrax's (``diffeqsolve`` with ``PIDController(..., step_ts=ts)``), decision for
 decision: a step from ``t`` to ``min(t + dt, the next save time)`` (and, within 100 ulp of the
 final time, to it, or halfway to it after a rejected step, as diffrax's ``_clip_to_end``), its
-step-doubling error estimate (:mod:`lpjax._integrator._doubling`; a NaN error counts as
+step-doubling error estimate (:mod:`lpjax._integrator._error_estimates`; a NaN error counts as
 infinite), the controller's acceptance and next ``dt`` from the size of the step taken. A
 rejected step keeps the state, its stage predictor and the controller's history. The saves are
 stepped onto rather than interpolated, so every saved state is a state of the method, which
@@ -33,7 +33,7 @@ from .._controller import ControllerState, PIDController
 from .._integrate import _count_dtype
 from .._integrator import RESULTS, AbstractIntegrator
 from .._checks import positive_int
-from .._integrator._doubling import adaptive_method, error_order, error_space, step_and_error
+from .._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
 
 __all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule", "dearest_first"]
 
@@ -51,21 +51,23 @@ class Adaptive:
     controller: PIDController
     ts: tuple
     max_steps: int
+    estimate: str = "doubling"
 
     def settings(self, dt0) -> dict:
         """As an ensemble's settings record it (JSON)."""
         c = self.controller
         return {"controller": {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, "ts": list(self.ts),
-                "max_steps": self.max_steps, "dt0": None if dt0 is None else float(dt0),
+                "max_steps": self.max_steps, "dt0": None if dt0 is None else float(dt0), "error_estimate": self.estimate,
                 "stat_names": list(ADAPTIVE_STATS)}
 
 
-def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats: bool,
-                      who: str) -> Optional[Adaptive]:
+def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats: bool, who: str,
+                      error_estimate: Optional[str] = None) -> Optional[Adaptive]:
     """The schedule of an adaptive run (``controller`` given), checked; None for a fixed-step one
     (where ``t1``, ``ts`` and ``max_steps`` are refused)."""
     if controller is None:
-        extra = [name for name, v in (("t1", t1), ("ts", ts), ("max_steps", max_steps)) if v is not None]
+        extra = [name for name, v in (("t1", t1), ("ts", ts), ("max_steps", max_steps),
+                                      ("error_estimate", error_estimate)) if v is not None]
         if extra:
             raise ValueError(f"{who}: {', '.join(extra)} belong to adaptive runs: pass controller=lpjax.PIDController("
                              "rtol, atol) (or, for fixed steps, dt and n_steps)")
@@ -79,6 +81,9 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
         raise ValueError(f"{who}: stats=True collects the stage solves' statistics of fixed-step runs; an adaptive run "
                          f"always returns {', '.join(ADAPTIVE_STATS)}")
     adaptive_method(method, who)
+    estimate = "doubling" if error_estimate is None else error_estimate
+    if estimate not in ESTIMATES:
+        raise ValueError(f"{who}: error_estimate must be one of {', '.join(map(repr, ESTIMATES))}, got {estimate!r}")
     if dt is not None and (np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0):
         raise ValueError(f"{who}: dt0 must be a finite scalar > 0, or None (chosen for each member), got {dt!r}")
     if ts is None:
@@ -91,8 +96,8 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
                          f"got {ts.tolist()[:8]}")
     if t1 is not None and float(t1) != ts[-1]:
         raise ValueError(f"{who}: the last save time ts[-1] = {ts[-1]} is the final time, but t1 = {t1}")
-    return Adaptive(controller, tuple(ts.tolist()), positive_int(16384 if max_steps is None else max_steps,
-                                                                 "max_steps"))
+    return Adaptive(controller, tuple(ts.tolist()), positive_int(16384 if max_steps is None else max_steps, "max_steps"),
+                    estimate)
 
 
 @final
@@ -133,6 +138,7 @@ class AdaptiveMember(eqx.Module):
     dt0: Optional[Float[Array, ""]]
     max_steps: int = eqx.field(static=True)
     observe_fn: Callable
+    estimate: str = eqx.field(static=True, default="doubling")
 
     sorts = True  # the kernels run the members sorted by predicted cost (dearest_first)
     replays = False  # no replay of steps whose non-finite values last: every attempt is tested
@@ -155,7 +161,7 @@ class AdaptiveMember(eqx.Module):
         step where ``dt0`` is None, and the member's predicted cost (its inverse) otherwise."""
         system = self.system(dyn_m)
         f, z0 = error_space(self.method, system, self.method.init_or_fail(system, y0, jnp.ones((), self.ts.dtype))[0])
-        return self.controller.initial_step(f, z0, error_order(self.method))
+        return self.controller.initial_step(f, z0, error_order(self.method, self.estimate))
 
     def init(self, dyn_m, y0):
         system, dtype = self.system(dyn_m), self.ts.dtype
@@ -171,10 +177,10 @@ class AdaptiveMember(eqx.Module):
         t1 = jnp.minimum(c.t + c.dt, t_save)
         t1 = jnp.where(t1 > self.t_floor, jnp.where(c.rejected_last, c.t + 0.5 * (t_end - c.t), t_end), t1)
         h = t1 - c.t
-        new, error, result, _ = step_and_error(self.method, system, c.state, h)
+        new, error, result, _ = step_and_error(self.method, system, c.state, h, self.estimate)
         error = jnp.where(jnp.isnan(error), jnp.inf, error)
         y0, y1 = error_space(self.method, system, c.state)[1], error_space(self.method, system, new)[1]
-        keep, dt, control, too_small = self.controller.adapt(y0, y1, error, h, error_order(self.method), c.control)
+        keep, dt, control, too_small = self.controller.adapt(y0, y1, error, h, error_order(self.method, self.estimate), c.control)
         state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, c.state)
         result = RESULTS.where(keep, result, RESULTS.successful)
         result = RESULTS.where(too_small, RESULTS.dt_min_reached, result)
@@ -210,6 +216,11 @@ class AdaptiveMember(eqx.Module):
         return y, carry.result._value, stats
 
 
+@eqx.filter_jit
+def _step_estimates(member, dyn, y0s, batched: bool):
+    return jax.vmap(member.step_estimate, in_axes=(0 if batched else None, 0))(dyn, y0s)
+
+
 def dearest_first(run: Callable, member, dyn, y0s, batched: bool):
     """``run(dyn, y0s)`` with the members of an adaptive program sorted by predicted cost, the
     dearest first (the smallest :meth:`AdaptiveMember.step_estimate`), and its outputs back in
@@ -221,7 +232,7 @@ def dearest_first(run: Callable, member, dyn, y0s, batched: bool):
     member's result does not depend on its place."""
     if not (member.sorts and SORT):
         return run(dyn, y0s)
-    h = jax.vmap(member.step_estimate, in_axes=(0 if batched else None, 0))(dyn, jnp.asarray(y0s))
+    h = _step_estimates(member, dyn, jnp.asarray(y0s), batched)
     xp = np if isinstance(y0s, np.ndarray) else jnp
     order = xp.asarray(jnp.argsort(h, stable=True))
     inverse = xp.argsort(order)
@@ -236,4 +247,5 @@ def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) 
     for _ in range(100):
         floor = np.nextafter(floor, np.asarray(-np.inf, dtype))
     return AdaptiveMember(static, method, adaptive.controller, jnp.asarray(adaptive.ts, dtype), jnp.asarray(floor, dtype),
-                          None if dt0 is None else jnp.asarray(dt0, dtype), adaptive.max_steps, observe_fn)
+                          None if dt0 is None else jnp.asarray(dt0, dtype), adaptive.max_steps, observe_fn,
+                          adaptive.estimate)

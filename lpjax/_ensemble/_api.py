@@ -65,6 +65,7 @@ def ensemble_function(
     t1: Optional[float] = None,
     ts=None,
     max_steps: Optional[int] = None,
+    error_estimate: Optional[str] = None,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -85,8 +86,8 @@ def ensemble_function(
             block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
             for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
             ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
-        controller, t1, ts, max_steps: an adaptive run, as for :func:`ensemble` (``dt`` is then
-            the first step, or None).
+        controller, t1, ts, max_steps, error_estimate: an adaptive run, as for :func:`ensemble`
+            (``dt`` is then the first step, or None).
         batched_system: ``system`` is batched over parameters (every array has a leading axis
             N, as ``eqx.filter_vmap`` of a constructor makes it); the function then takes the
             batched system (or its arrays, ``eqx.filter(systems, eqx.is_array)``) as its second
@@ -96,7 +97,7 @@ def ensemble_function(
     function is called (traced).
     """
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats,
-                                 "ensemble_function")
+                                 "ensemble_function", error_estimate)
     if adaptive is None:
         n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
     else:
@@ -175,6 +176,7 @@ def ensemble(
     t1: Optional[float] = None,
     ts=None,
     max_steps: Optional[int] = None,
+    error_estimate: Optional[str] = None,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
     chunk_size: Optional[int] = None,
@@ -192,9 +194,29 @@ def ensemble(
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
     parameters (``batched_system=True``: every array of the system has a leading axis N, as
     ``eqx.filter_vmap`` of a constructor makes it; ``y0s`` may then be one state ``(d,)``), or
-    both. Each member is one :func:`lpjax.integrate` run.
+    both. Each member is one :func:`lpjax.integrate` run (``dt``, ``n_steps``), or, with a
+    ``controller``, one adaptive run to ``t1`` with its own steps.
 
     Args:
+        controller: an :class:`lpjax.PIDController`: each member adapts its own steps (``dt`` is
+            then the first step, or None to select one per member as diffrax's
+            ``PIDController`` does), to the final time ``t1``, saving at the times ``ts``
+            (increasing, > 0, the last = ``t1``; default ``(t1,)``; the start is saved too). The
+            steps land exactly on the save times (clipped, as diffrax's ``step_ts``), so each
+            member is ``diffeqsolve(ODETerm, lpjax.diffrax.GaussLegendre(s),
+            PIDController(..., step_ts=ts))`` and every save a state of the method, whose
+            quadratic invariants hold to roundoff whatever the steps. Methods:
+            ``GaussLegendre(s)`` and ``Collective(GaussLegendre(s))`` (the explicit maps have no
+            error estimate and are refused). ``error_estimate``: ``"doubling"`` (default, the
+            local error, three stage solves a step; as ``lpjax.diffrax.GaussLegendre``) or
+            ``"defect"`` (``h·(u'(1) − f(y₁))`` of the step's collocation polynomial: one solve
+            and one ``f`` a step, of order s + 1; its tolerance is not an error, choose it by
+            measurement) (:mod:`lpjax._integrator._error_estimates`). A member makes at most
+            ``max_steps`` attempts (default 16384), then stops with
+            ``RESULTS.max_steps_reached``, its later saves holding the state it reached. The
+            statistics are ``num_accepted_steps``, ``num_rejected_steps``, ``next_dt`` (the
+            controller's next step) and ``t_reached``. Members run sorted by predicted cost
+            (their selected first step), so that a block's members end together.
         save_every: steps between saves (default ``n_steps``: the start and the end only);
             must divide ``n_steps``.
         observe: what is kept at each save: ``None``/``"state"`` (the state), ``"casimirs"``,
@@ -257,7 +279,8 @@ def ensemble(
     Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
     :func:`ensemble_function` returns for the same arguments.
     """
-    adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble")
+    adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
+                                 error_estimate)
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
         n_steps, save_every = len(adaptive.ts), 1
     inp = validated(system, method, y0s, adaptive.ts[0] if adaptive and dt is None else dt, n_steps, save_every,

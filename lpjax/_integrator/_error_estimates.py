@@ -1,15 +1,22 @@
-"""Step doubling: the local error estimate of a Gauss–Legendre step, for adaptive runs
-(:func:`lpjax.ensemble` with a controller, :class:`lpjax.diffrax.GaussLegendre` under a
-``PIDController``).
+"""Local error estimates of a Gauss–Legendre step, for adaptive runs (:func:`lpjax.ensemble` with a
+controller, :class:`lpjax.diffrax.GaussLegendre` under a ``PIDController``).
 
-The step of size h is also taken as two half steps, started from the full step's collocation
-polynomial; Richardson extrapolation, ``2^{2s} (y_halves − y_full) / (2^{2s} − 1)``, estimates
-the full step's local error, of order ``2s + 1`` (Hairer, Nørsett & Wanner, *Solving ODEs I*,
-II.4). Estimates made of slopes along the collocation polynomial vanish on linear problems
-(see :class:`lpjax.diffrax.GaussLegendre`); this one does not. A step whose stage solves do not
-converge gets an infinite error, so that a controller rejects it.
+* ``"doubling"``: the step of size h is also taken as two half steps, started from the full
+  step's collocation polynomial; Richardson extrapolation, ``2^{2s} (y_halves − y_full) /
+  (2^{2s} − 1)``, estimates the full step's local error, of order ``2s + 1`` (Hairer, Nørsett &
+  Wanner, *Solving ODEs I*, II.4). Three stage solves a step. Estimates made of slopes along
+  the collocation polynomial vanish on linear problems (see :class:`lpjax.diffrax.GaussLegendre`);
+  this one does not.
+* ``"defect"``: ``h (u'(1) − f(y₁))``, the defect of the step's collocation polynomial ``u`` at
+  the step's end, times h (Enright, "A new error-control for initial value solvers", Appl.
+  Math. Comput. 31 (1989); the defect is zero at the nodes only). Of order ``s + 1``, not the
+  step's ``2s + 1``: it bounds how well the polynomial follows the flow, not the error of
+  ``y₁``, so a tolerance does not translate into an error as for ``"doubling"``; it costs one
+  evaluation of ``f`` a step. It does not vanish on linear problems: ``u'`` has degree
+  ``s − 1`` and ``f(u)`` degree ``s`` there.
 
-:class:`~lpjax.Collective` (with a Gauss–Legendre inner method) is estimated on its lifted
+A step whose stage solves do not converge gets an infinite error, so that a controller rejects
+it. :class:`~lpjax.Collective` (with a Gauss–Legendre inner method) is estimated on its lifted
 canonical state, the state its inner method steps.
 """
 
@@ -24,7 +31,9 @@ from ._base import RESULTS, AbstractIntegrator
 from .collective import Collective
 from .gauss_legendre import GaussLegendre, GaussLegendreState, _collocation_weights, _combine
 
-__all__ = ["halves", "step_and_error", "error_order", "adaptive_method", "error_space"]
+__all__ = ["halves", "step_and_error", "error_order", "adaptive_method", "error_space", "ESTIMATES"]
+
+ESTIMATES = ("doubling", "defect")
 
 
 def adaptive_method(method: AbstractIntegrator, who: str) -> None:
@@ -44,9 +53,10 @@ def _parts(method: AbstractIntegrator, system):
     return method, system
 
 
-def error_order(method: AbstractIntegrator) -> int:
-    """The order of the local error estimate, ``2s + 1``."""
-    return 2 * (method.inner if isinstance(method, Collective) else method).stages + 1
+def error_order(method: AbstractIntegrator, estimate: str = "doubling") -> int:
+    """The order of the local error estimate: ``2s + 1`` (step doubling), ``s + 1`` (defect)."""
+    s = (method.inner if isinstance(method, Collective) else method).stages
+    return 2 * s + 1 if estimate == "doubling" else s + 1
 
 
 def error_space(method: AbstractIntegrator, system, state) -> tuple:
@@ -70,13 +80,28 @@ def halves(method: GaussLegendre, system, state: GaussLegendreState, Z: Float[Ar
     return end, (result_a == RESULTS.successful) & (result_b == RESULTS.successful)
 
 
-def step_and_error(method: AbstractIntegrator, system, state, dt: Scalar):
+def step_and_error(method: AbstractIntegrator, system, state, dt: Scalar, estimate: str = "doubling"):
     """One step and its local error estimate: ``(new state, error, result, info)``, the error
     on :func:`error_space`'s state (``inf`` where a stage solve failed)."""
     inner, stepped = _parts(method, system)
     Z, F, result, info = inner.solve_stages(stepped, state, dt)
     new, result = inner.advance(state, Z, F, dt, result)
+    if estimate == "defect":  # h (u'(1) − f(y1)): the collocation polynomial's defect at the step's end
+        slope = _combine(_collocation_derivative(inner.tableau[2]), Z)[0]
+        ok = result == RESULTS.successful
+        return new, jnp.where(ok, slope - dt * stepped.vector_field(new.y), jnp.inf), result, info
     end, halves_ok = halves(inner, stepped, state, Z, dt / 2)
     p = 2.0 ** (2 * inner.stages)
     ok = halves_ok & (result == RESULTS.successful)
     return new, jnp.where(ok, (end.y - new.y) * (p / (p - 1)), jnp.inf), result, info
+
+
+def _collocation_derivative(c: np.ndarray) -> np.ndarray:
+    """``ℓ_i'(1)``: the derivative at θ = 1 of the Lagrange basis of :func:`_collocation_weights`."""
+    nodes = np.concatenate([[0.0], c])
+    P = np.polynomial.Polynomial
+    out = np.empty((1, len(c)))
+    for i, ci in enumerate(c):
+        others = np.delete(nodes, i + 1)
+        out[0, i] = (P.fromroots(others) / np.prod(ci - others)).deriv()(1.0)
+    return out
