@@ -40,6 +40,7 @@ KERNELS = ("auto", "scan", "entries", "fused", "native")
 _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
 CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
 _FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
+_ADAPTIVE_BLOCK = 32  # one warp: an adaptive block runs as long as its slowest member
 _warned: set = set()
 _verdicts: dict = {}  # EnsembleFunction.runnable's (None, or why the kernel cannot run the program), starts_as_given's
 
@@ -89,13 +90,14 @@ def resolve_kernel(kernel: str, platform: str) -> str:
     return kernel
 
 
-def block_size(n: int, platform: str, kernel: str) -> int:
+def block_size(n: int, platform: str, kernel: str, adaptive: bool = False) -> int:
     """Members per block for ``n`` members. GPU, fused: a power of two up to 256 (Triton's
-    block shapes). CPU: a power of two from 64 to 2048, so that every member is computed by
+    block shapes; 32, one warp, for adaptive members, whose blocks run as long as their slowest
+    member). CPU: a power of two from 64 to 2048, so that every member is computed by
     the same vector code (never by a loop's scalar remainder) and results do not depend on
     the chunk size. Otherwise one block of all members (a wide batch)."""
     if kernel == "fused" and platform == "gpu":
-        return min(_FUSED_BLOCK, 1 << max(0, (n - 1).bit_length()))
+        return min(_ADAPTIVE_BLOCK if adaptive else _FUSED_BLOCK, 1 << max(0, (n - 1).bit_length()))
     if kernel == "native":  # one call for every member: the kernel splits them into chunks itself
         return n
     if platform == "cpu":
@@ -381,7 +383,7 @@ class EnsembleFunction(eqx.Module):
 
     def _run(self, dyn, y0s, kernel: str) -> EnsembleOutput:
         N = y0s.shape[0]
-        block = block_size(N, self.platform, kernel)
+        block = block_size(N, self.platform, kernel, self.member.sorts)
         padded = -(-N // block) * block
         if padded != N:  # whole blocks, with copies of the members themselves
             idx = np.arange(padded) % N
