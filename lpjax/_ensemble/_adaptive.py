@@ -142,7 +142,7 @@ class AdaptiveMember(eqx.Module):
 
     sorts = True  # the kernels run the members sorted by predicted cost (dearest_first)
     replays = False  # no replay of steps whose non-finite values last: every attempt is tested
-    replay = "written"
+    replay = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
     save_every = 1  # one step of the kernels' programs is every attempt up to the next save
 
     @property
