@@ -87,7 +87,7 @@ def step_and_error(method: AbstractIntegrator, system, state, dt: Scalar, estima
     Z, F, result, info = inner.solve_stages(stepped, state, dt)
     new, result = inner.advance(state, Z, F, dt, result)
     if estimate == "defect":  # h (u'(1) − f(y1)): the collocation polynomial's defect at the step's end
-        slope = _combine(_collocation_derivative(inner.tableau[2]), Z)[0]
+        slope = _combine(_collocation_weights(inner.tableau[2], [1.0], derivative=1), Z)[0]
         ok = result == RESULTS.successful
         return new, jnp.where(ok, slope - dt * stepped.vector_field(new.y), jnp.inf), result, info
     end, halves_ok = halves(inner, stepped, state, Z, dt / 2)
@@ -95,13 +95,3 @@ def step_and_error(method: AbstractIntegrator, system, state, dt: Scalar, estima
     ok = halves_ok & (result == RESULTS.successful)
     return new, jnp.where(ok, (end.y - new.y) * (p / (p - 1)), jnp.inf), result, info
 
-
-def _collocation_derivative(c: np.ndarray) -> np.ndarray:
-    """``ℓ_i'(1)``: the derivative at θ = 1 of the Lagrange basis of :func:`_collocation_weights`."""
-    nodes = np.concatenate([[0.0], c])
-    P = np.polynomial.Polynomial
-    out = np.empty((1, len(c)))
-    for i, ci in enumerate(c):
-        others = np.delete(nodes, i + 1)
-        out[0, i] = (P.fromroots(others) / np.prod(ci - others)).deriv()(1.0)
-    return out

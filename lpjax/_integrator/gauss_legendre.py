@@ -59,17 +59,18 @@ def gauss_legendre_tableau(stages: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     return A, b, c
 
 
-def _collocation_weights(c: np.ndarray, thetas) -> np.ndarray:
+def _collocation_weights(c: np.ndarray, thetas, derivative: int = 0) -> np.ndarray:
     """``W[k, i] = ℓ_i(θ_k)``, ``ℓ_i`` the Lagrange basis on ``{0, c_1, …, c_s}`` belonging to
     ``c_i``: the step's collocation polynomial is ``u(t_k + θ dt) = y_k + Σ_i ℓ_i(θ) Z_i`` (it
-    has degree s and passes through 0 at θ = 0 and the stage increments ``Z_i`` at ``θ = c_i``)."""
+    has degree s and passes through 0 at θ = 0 and the stage increments ``Z_i`` at ``θ = c_i``);
+    with ``derivative`` = m, the m-th derivatives ``ℓ_i⁽ᵐ⁾(θ_k)``."""
     nodes = np.concatenate([[0.0], c])
     P = np.polynomial.Polynomial
     thetas = np.asarray(thetas, dtype=float)
     W = np.empty((len(thetas), len(c)))
     for i, ci in enumerate(c):
         others = np.delete(nodes, i + 1)
-        W[:, i] = (P.fromroots(others) / np.prod(ci - others))(thetas)
+        W[:, i] = (P.fromroots(others) / np.prod(ci - others)).deriv(derivative)(thetas)
     return W
 
 
