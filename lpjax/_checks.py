@@ -26,6 +26,7 @@ __all__ = [
     "eval_shape_cached",
     "invalid_as_nan",
     "is_traced",
+    "checked_value",
     "positive_int",
     "optional_tol",
     "as_float",
@@ -124,7 +125,9 @@ def invalid_as_nan() -> Iterator[None]:
         _INVALID_AS_NAN.reset(token)
 
 
-def _checked(x: Array, bad, message: str) -> Array:
+def checked_value(x: Array, bad, message: str) -> Array:
+    """``x``, where ``bad`` is false: a concrete ``bad`` raises ``ValueError`` at once, a traced
+    one with ``eqx.error_if`` at run time (or, inside :func:`invalid_as_nan`, makes ``x`` NaN)."""
     if is_traced(bad):
         if _INVALID_AS_NAN.get():
             return jnp.where(bad, jnp.nan, x)
@@ -140,7 +143,7 @@ def positive_vector(x: ArrayLike, size: Optional[int], name: str) -> Array:
     if x.ndim != 1 or (size is not None and x.shape[0] != size):
         want = f"({size},)" if size is not None else "(n,)"
         raise ValueError(f"{name} must have shape {want}, got {x.shape}")
-    return _checked(x, ~jnp.all(jnp.isfinite(x) & (x > 0)), f"{name} must be finite and > 0")
+    return checked_value(x, ~jnp.all(jnp.isfinite(x) & (x > 0)), f"{name} must be finite and > 0")
 
 
 def finite_array(x: ArrayLike, shape: tuple, name: str) -> Array:
@@ -148,7 +151,7 @@ def finite_array(x: ArrayLike, shape: tuple, name: str) -> Array:
     x = as_float(x, name)
     if x.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {x.shape}")
-    return _checked(x, ~jnp.all(jnp.isfinite(x)), f"{name} must be finite")
+    return checked_value(x, ~jnp.all(jnp.isfinite(x)), f"{name} must be finite")
 
 
 def real_number(x, name: str) -> None:

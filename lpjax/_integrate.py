@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 from ._adjoint import loop
 from ._checks import as_numbers, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
-from ._system import AbstractSystem
+from ._system import AbstractSystem, guarded
 
 __all__ = ["Solution", "integrate"]
 
@@ -284,6 +284,7 @@ def integrate(
     if rdtype.kind == "f":
         system, method = cast_floats((system, method), rdtype)
     _check_inputs(system, method, y0, dt, n_steps, save_every, t0)
+    y0 = guarded(method.family, system, y0)  # a traced system's values, checked in the program
     if adjoint not in ("auto", "discrete", "direct"):
         raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')
     dt = jnp.asarray(dt, dtype=y0.dtype)

@@ -28,10 +28,12 @@ from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
 from ._adaptive import dearest_first
-from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
+from ._validate import member_flags
+from .._checks import as_numbers, checked_value, external_stacklevel, is_traced, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
+from .._system import guarded
 from ._kernels import Unfusable, members_last, native_available, native_program, run_fused, run_native, run_native_host
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
@@ -326,11 +328,29 @@ class EnsembleFunction(eqx.Module):
             if sizes != {N}:
                 raise ValueError(f"ensemble function: y0s has N = {N} members, the batched system's arrays have leading "
                                  f"sizes {sorted(sizes, key=str)}")
+        y0s = self._guarded(dyn, y0s)
         try:
             return self._run(dyn, y0s, self.kernel)
         except Unfusable as e:
             self._fell_back(e)
             return self._run(dyn, y0s, "scan")
+
+    def _guarded(self, dyn: PyTree, y0s: Array) -> Array:
+        """``y0s``, checked in the program against the method family's checks of values
+        (:meth:`lpjax.AbstractFamily.guard`) where the system's arrays are traced (a fit, a
+        user's ``jit``): a member whose declared data contradict its Hamiltonian raises."""
+        method = self.member.method
+        if not self.batched:
+            return guarded(method.family, self.member.system(dyn), y0s)
+        flags, message = member_flags(self.member.system(dyn), method, structure=False)
+        if flags is None:
+            return y0s
+        if not is_traced(flags):
+            if np.any(flags):
+                raise ValueError(f"ensemble function: members {np.flatnonzero(flags)[:10].tolist()} of the batched "
+                                 f"system: {message}")
+            return y0s
+        return checked_value(y0s, jnp.any(flags), message)
 
     def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
         """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member

@@ -14,11 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import cast_floats, eval_shape_cached, positive_int, run_dtype
+from .._checks import cast_floats, eval_shape_cached, is_traced, positive_int, run_dtype
 from .._integrator import AbstractIntegrator
 from .._memo import by_identity
 
-__all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member"]
+__all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
+           "member_flags"]
 
 
 # -------------------------------------------------------------------------------- observables
@@ -95,6 +96,36 @@ def _one_step(system, method, y, dt):  # traced once per system structure, metho
     return method.observe(system, method.step(system, state, dt)[0])
 
 
+def _check_every_member(system, method, who: str) -> None:
+    """Every member of a system batched over parameters, as a program over the members sees
+    them: the method's family by structure (each array traced under ``vmap``, so that no
+    member's values, nor those a batched ensemble function is later called with, can hide a
+    term), and the values the family checks (:meth:`AbstractFamily.guard`) for all members at
+    once (where the members are themselves traced, in the program: ``EnsembleFunction``)."""
+    flags, message = member_flags(system, method)
+    if flags is not None and not is_traced(flags) and np.any(flags):
+        raise ValueError(f"{who}: members {np.flatnonzero(flags)[:10].tolist()} of the batched system: {message}")
+
+
+def member_flags(system, method, structure: bool = True) -> tuple:
+    """``(bad, message)``: per member of the batched ``system``, whether the method family's
+    :meth:`~AbstractFamily.guard` fails (``None``: the family has none), after checking each
+    member's structure (``structure``: :meth:`~AbstractIntegrator.check_system` under ``vmap``)."""
+    messages = []
+
+    def bad(s):
+        if structure:
+            method.check_system(s)
+        g = method.family.guard(s)
+        if g is None:
+            return jnp.zeros((), bool)
+        messages.append(g[1])
+        return g[0]
+
+    flags = eqx.filter_vmap(bad)(system)
+    return (flags, messages[0]) if messages else (None, "")
+
+
 def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) -> Optional[int]:
     """Check that ``method`` can run ``system`` (with ``batched``: one member's system, and
     return the common leading size N of its arrays), stepping ``y_one`` abstractly if given. A
@@ -117,6 +148,7 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
             raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
                              f"(leading sizes: {sizes})")
         check(first_member(system))
+        _check_every_member(system, method, who)
         return common
     try:
         check(system)

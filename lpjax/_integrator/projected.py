@@ -28,6 +28,9 @@ class ProjectableFamily(AbstractFamily):
             return TypeError(f"{type(system).__name__} has no project(y) method to project onto a constraint")
         return self.inner.mismatch(system)
 
+    def guard(self, system) -> Optional[tuple]:
+        return self.inner.guard(system)
+
 
 @final
 class Projected(AbstractIntegrator):

@@ -20,6 +20,8 @@ import numpy as np
 from jaxtyping import Array, Float, Scalar
 
 from .._algebra import LieAlgebra, RotationFrame, group_split, rotation_frame
+from .._checks import checked_value
+from .._structure import reads_traced
 from ._base import AbstractLiePoissonSystem, AbstractSystem
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "FreeRigidBodyFamily",
     "LagrangeTopFamily",
     "ClebschFlowFamily",
+    "values_traced",
+    "guarded",
 ]
 
 
@@ -108,7 +112,16 @@ class AbstractFamily(eqx.Module):
 
     @abc.abstractmethod
     def mismatch(self, system) -> Optional[Exception]:
-        """``None`` for a member, otherwise the error to raise (it says why)."""
+        """``None`` for a member, otherwise the error to raise (it says why). What depends on
+        values is decided here where they are concrete, and left to :meth:`guard` where they
+        are traced (:func:`values_traced`)."""
+
+    def guard(self, system) -> Optional[tuple]:
+        """The checks of :meth:`mismatch` that need values, for a system whose values are traced:
+        ``(bad, message)`` with ``bad`` a boolean JAX scalar computed from the system, which the
+        caller checks in the program that runs (:func:`lpjax._checks.checked_value`); ``None``
+        where the family has none."""
+        return None
 
     def check(self, system, who: str, verb: str = "steps only") -> None:
         """Raise (``TypeError`` by default) unless ``system`` is a member; ``who`` is the caller."""
@@ -170,13 +183,47 @@ def _key(system):
     return treedef, parts
 
 
-def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, float]]:
-    """Relative defects ``(rotations, vectors, bound)`` of the Hamiltonian's gradient against the
+def _relative_defects(system, expected: Callable):
+    """The relative defects ``(rotations, vectors)`` of the Hamiltonian's gradient against the
     one its declared family data give (``expected(h, frame, y)``, in the frame's coordinates),
-    the largest over random states, each block over the largest expected entry; ``None`` while
-    the system's arrays are traced (the check runs where they are concrete)."""
-    leaves = jax.tree_util.tree_leaves(system)
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+    the largest over random states, each block over the largest expected entry: JAX scalars,
+    traced with the system's arrays."""
+    dtype = jnp.result_type(float)
+    y = jnp.asarray(np.random.default_rng(0).standard_normal((_N_STATES, system.algebra.dim)), dtype)
+    got, want = (jnp.asarray(a, dtype) for a in _gradients(system, expected, y))
+    d = rotation_frame(system.algebra).algebra.dim
+    err = jnp.abs(got - want) / jnp.maximum(jnp.max(jnp.abs(want)), jnp.finfo(dtype).tiny)
+    return jnp.max(err[:, :d]), (jnp.max(err[:, d:]) if err.shape[1] > d else jnp.zeros((), dtype))
+
+
+def _defect_bound(system) -> float:
+    dtypes = [jnp.result_type(float)] + [x.dtype for x in jax.tree_util.tree_leaves(system) if eqx.is_inexact_array(x)]
+    return 10.0 * float(np.sqrt(max(float(jnp.finfo(t).eps) for t in dtypes)))
+
+
+def values_traced(system) -> bool:
+    """Whether ``system`` holds, or its Hamiltonian reads, a value traced by an enclosing
+    ``jit``, ``vmap`` or ``grad`` (a fit's parameters, a closed-over array): its values are then
+    checked in the program that runs (:meth:`AbstractFamily.guard`), not before."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(system)):
+        return True
+    return isinstance(system, AbstractLiePoissonSystem) and reads_traced(
+        system.energy, jnp.zeros((system.algebra.dim,), jnp.result_type(float)))
+
+
+def guarded(family: "AbstractFamily", system, x):
+    """``x``, checked in the program that runs against ``family``'s :meth:`~AbstractFamily.guard`
+    where ``system``'s values are traced (where they are concrete, ``check`` has decided)."""
+    if type(family).guard is AbstractFamily.guard or not values_traced(system):
+        return x
+    g = family.guard(system)
+    return x if g is None else checked_value(x, *g)
+
+
+def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, float]]:
+    """:func:`_relative_defects` and their bound ``(rotations, vectors, bound)``, computed now;
+    ``None`` while the system's values are traced (:func:`values_traced`)."""
+    if values_traced(system):
         return None
     try:
         key = (_key(system), expected)
@@ -186,20 +233,23 @@ def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, fl
     if key is not None and key in _VERDICTS:
         _VERDICTS.move_to_end(key)
         return _VERDICTS[key]
-    dtypes = [jnp.result_type(float)] + [x.dtype for x in leaves if eqx.is_inexact_array(x)]
-    eps = max(float(jnp.finfo(t).eps) for t in dtypes)
-    y = np.random.default_rng(0).standard_normal((_N_STATES, system.algebra.dim))
     with jax.ensure_compile_time_eval():  # concrete arrays, even where integrate is called inside a jit
-        got, want = (np.asarray(a, np.float64) for a in _gradients(system, expected, jnp.asarray(y, jnp.result_type(float))))
-    d = rotation_frame(system.algebra).algebra.dim
-    scale = max(float(np.max(np.abs(want))), np.finfo(np.float64).tiny)
-    err = np.abs(got - want) / scale
-    out = (float(np.max(err[:, :d])), float(np.max(err[:, d:], initial=0.0)), 10.0 * float(np.sqrt(eps)))
+        out = (*(float(x) for x in _relative_defects(system, expected)), _defect_bound(system))
     if key is not None:
         _VERDICTS[key] = out
         if len(_VERDICTS) > _N_VERDICTS:
             _VERDICTS.popitem(last=False)
     return out
+
+
+def _data_guard(system, expected: Callable, what: str, bad=False) -> tuple:
+    """:meth:`AbstractFamily.guard` of a family whose data are checked against the gradient
+    (``bad``: another condition on the traced data, or'ed in)."""
+    rotations, vectors = _relative_defects(system, expected)
+    bound = _defect_bound(system)
+    return (rotations > bound) | (vectors > bound) | bad, (
+        f"{what}: its declared data and its Hamiltonian describe different systems (the gradient identity at "
+        f"{_N_STATES} random states is off by more than {bound:.2g} relative)")
 
 
 def _omega(J, frame: RotationFrame, m):
@@ -295,6 +345,10 @@ class FreeRigidBodyFamily(AbstractFamily):
                 "(M = JΩ + ΩJ, seed 000 (4.6))", ""),
         )
 
+    def guard(self, system) -> tuple:
+        return _data_guard(system, _rigid_body_gradient, "the free rigid body's mass_tensor disagrees with its energy "
+                           "(∂h/∂M ≠ Ω, M = JΩ + ΩJ, seed 000 (4.6))")
+
 
 def _moving_gravity(h) -> Optional[Exception]:
     """The moving-frame maps use ``A = e_n`` (seed 000, (5.1)); a declared gravity must be it."""
@@ -330,6 +384,15 @@ class LagrangeTopFamily(AbstractFamily):
                 + ("a differs from p (5.15)" if h.frame == "rest" else "P differs from A = e_n (5.1)")),
         )
 
+    def guard(self, system) -> tuple:
+        h = system.hamiltonian
+        bad = False
+        if h.frame == "moving":  # A = e_n, the map's own (seed 000, (5.1))
+            g = jnp.asarray(h.gravity)
+            bad = jnp.any(g != jnp.zeros(h.n, g.dtype).at[-1].set(1))
+        return _data_guard(system, _lagrange_top_gradient, f"the Lagrange top's alpha or gravity (frame {h.frame!r}) "
+                           "disagrees with its Hamiltonian (seed 000 (5.1), (5.7), (5.15))", bad)
+
 
 class ClebschFlowFamily(AbstractFamily):
     description: ClassVar[str] = (
@@ -346,3 +409,7 @@ class ClebschFlowFamily(AbstractFamily):
                 f"its B = {np.asarray(system.hamiltonian.B)} disagrees with its Hamiltonian: ∂H/∂P differs from −BP "
                 "(seed 000 (7.12))"),
         )
+
+    def guard(self, system) -> tuple:
+        return _data_guard(system, _clebsch_flow_gradient, "the Clebsch flow's B disagrees with its Hamiltonian "
+                           "(∂H/∂M ≠ M or ∂H/∂P ≠ −BP, seed 000 (7.12))")

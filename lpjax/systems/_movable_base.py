@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .. import _small as sm
 from .._algebra import se3_x_r3, se3_x_r4
 from .._system import LiePoissonSystem
-from .._checks import _checked, finite_array, positive_vector
+from .._checks import checked_value, finite_array, positive_vector
 
 __all__ = ["movable_base_top", "movable_base_top_x3", "MovableBaseX3Hamiltonian", "MovableBaseHamiltonian", "movable_base_mu", "movable_base_rho_c"]
 
@@ -146,9 +146,9 @@ def movable_base_top(
     if rho is None:
         rho = 0.9 * rho_c
     rho = finite_array(rho, (), "rho")
-    rho = _checked(rho, ~(rho > 0), "movable_base_top: the gain rho must be > 0 (K(rho) is singular at 0 and "
+    rho = checked_value(rho, ~(rho > 0), "movable_base_top: the gain rho must be > 0 (K(rho) is singular at 0 and "
                    "the upright top is unstable for rho < 0)")
-    rho = _checked(rho, jnp.abs(rho - rho_c) <= _SINGULAR * rho_c,
+    rho = checked_value(rho, jnp.abs(rho - rho_c) <= _SINGULAR * rho_c,
                    f"movable_base_top: the gain rho is at the critical gain rho_c = m^2 l^2 / I1 "
                    f"(within {_SINGULAR:g} relative), where the locked inertia K(rho) is singular; the upright "
                    "top is stable for 0 < rho < rho_c")
