@@ -84,7 +84,7 @@ def _case(name):
     if name in _RIGID_BODY_METHODS:
         return rigid_body(jnp.array([1.0, 2.0, 3.0])), lambda system: (system, _RIGID_BODY_METHODS[name]), jnp.array([1.0, 0.5, 0.8])
     if name == "Splitting heavy top":
-        return _TOP[0], lambda system: (system, lpjax.LiePoissonSplitting.for_system(_TOP[0])), _TOP[1]
+        return _TOP[0], lambda system: (system, lpjax.LiePoissonSplitting.for_system(system)), _TOP[1]
     return (lagrange_top(3, frame="rest"), lambda system: (system, lpjax.SurisLagrangeTop()),
             jnp.array([0.3, -0.2, 0.5, 0.0, np.sin(0.4), np.cos(0.4)]))
 

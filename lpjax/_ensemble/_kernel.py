@@ -28,8 +28,8 @@ from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
 from ._adaptive import dearest_first
-from ._validate import member_flags
-from .._checks import as_numbers, checked_value, external_stacklevel, is_traced, refuse_silent_float32
+from ._validate import checked_members
+from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
@@ -342,15 +342,7 @@ class EnsembleFunction(eqx.Module):
         method = self.member.method
         if not self.batched:
             return guarded(method.family, self.member.system(dyn), y0s)
-        flags, message = member_flags(self.member.system(dyn), method, structure=False)
-        if flags is None:
-            return y0s
-        if not is_traced(flags):
-            if np.any(flags):
-                raise ValueError(f"ensemble function: members {np.flatnonzero(flags)[:10].tolist()} of the batched "
-                                 f"system: {message}")
-            return y0s
-        return checked_value(y0s, jnp.any(flags), message)
+        return checked_members(self.member.system(dyn), method, "ensemble function", y0s, structure=False)
 
     def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
         """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member

@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import cast_floats, eval_shape_cached, is_traced, positive_int, run_dtype
+from .._checks import cast_floats, checked_value, eval_shape_cached, is_traced, positive_int, run_dtype
 from .._integrator import AbstractIntegrator
 from .._memo import by_identity
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
-           "member_flags"]
+           "checked_members"]
 
 
 # -------------------------------------------------------------------------------- observables
@@ -96,15 +96,21 @@ def _one_step(system, method, y, dt):  # traced once per system structure, metho
     return method.observe(system, method.step(system, state, dt)[0])
 
 
-def _check_every_member(system, method, who: str) -> None:
-    """Every member of a system batched over parameters, as a program over the members sees
-    them: the method's family by structure (each array traced under ``vmap``, so that no
-    member's values, nor those a batched ensemble function is later called with, can hide a
-    term), and the values the family checks (:meth:`AbstractFamily.guard`) for all members at
-    once (where the members are themselves traced, in the program: ``EnsembleFunction``)."""
-    flags, message = member_flags(system, method)
-    if flags is not None and not is_traced(flags) and np.any(flags):
+def checked_members(system, method, who: str, y0s=None, structure: bool = True):
+    """``y0s``, once every member of a system batched over parameters is checked as a program
+    over the members sees them: the method's family by structure (``structure``; each array
+    traced under ``vmap``, so that no member's values, nor those a batched ensemble function is
+    later called with, can hide a term), and the values the family checks
+    (:meth:`AbstractFamily.guard`) for all members at once: by value where the members are
+    concrete (``ValueError`` naming them), else in the program, on ``y0s``."""
+    flags, message = member_flags(system, method, structure)
+    if flags is None:
+        return y0s
+    if is_traced(flags):
+        return None if y0s is None else checked_value(y0s, jnp.any(flags), message)
+    if np.any(flags):
         raise ValueError(f"{who}: members {np.flatnonzero(flags)[:10].tolist()} of the batched system: {message}")
+    return y0s
 
 
 def member_flags(system, method, structure: bool = True) -> tuple:
@@ -116,11 +122,12 @@ def member_flags(system, method, structure: bool = True) -> tuple:
     def bad(s):
         if structure:
             method.check_system(s)
-        g = method.family.guard(s)
-        if g is None:
+        check = method.family.guard(s)
+        if check is None:
             return jnp.zeros((), bool)
-        messages.append(g[1])
-        return g[0]
+        bad, message = check()
+        messages.append(message)
+        return bad
 
     flags = eqx.filter_vmap(bad)(system)
     return (flags, messages[0]) if messages else (None, "")
@@ -148,7 +155,7 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
             raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
                              f"(leading sizes: {sizes})")
         check(first_member(system))
-        _check_every_member(system, method, who)
+        checked_members(system, method, who)
         return common
     try:
         check(system)

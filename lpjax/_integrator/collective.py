@@ -24,6 +24,9 @@ class DualPairFamily(AbstractFamily):
     required: bool = eqx.field(static=True, default=True)
     description: ClassVar[str] = "Lie–Poisson systems (a LiePoissonSystem on 𝔤*)"
 
+    def guard(self, system) -> None:
+        return None
+
     def mismatch(self, system) -> Optional[Exception]:
         err = LiePoissonFamily().mismatch(system)
         if err is not None or not self.required:

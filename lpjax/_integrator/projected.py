@@ -3,7 +3,7 @@ Wanner, *Geometric Numerical Integration*, IV.4)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional, final
+from typing import Any, Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -28,7 +28,7 @@ class ProjectableFamily(AbstractFamily):
             return TypeError(f"{type(system).__name__} has no project(y) method to project onto a constraint")
         return self.inner.mismatch(system)
 
-    def guard(self, system) -> Optional[tuple]:
+    def guard(self, system) -> Optional[Callable[[], tuple]]:
         return self.inner.guard(system)
 
 

@@ -16,8 +16,7 @@ from ._families import (
     LagrangeTopFamily as LagrangeTopFamily,
     LiePoissonFamily as LiePoissonFamily,
     MatrixGroupFamily as MatrixGroupFamily,
-    guarded as guarded,
-    values_traced as values_traced,
 )
+from ._declared import guarded as guarded, values_traced as values_traced
 from ._nonholonomic import NonholonomicSystem as NonholonomicSystem
 from ._hamiltonize import Hamiltonized as Hamiltonized, hamiltonize as hamiltonize

@@ -10,7 +10,6 @@ final subclasses of the abstract Hamiltonian families below, and so can a user's
 from __future__ import annotations
 
 import abc
-import collections
 from typing import Callable, ClassVar, Literal, Optional
 
 import equinox as eqx
@@ -19,10 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Scalar
 
-from .._algebra import LieAlgebra, RotationFrame, group_split, rotation_frame
-from .._checks import checked_value
-from .._structure import reads_traced
+from .._algebra import LieAlgebra, RotationFrame, group_split
 from ._base import AbstractLiePoissonSystem, AbstractSystem
+from ._declared import data_guard, data_mismatch
 
 __all__ = [
     "AbstractFreeRigidBody",
@@ -35,8 +33,6 @@ __all__ = [
     "FreeRigidBodyFamily",
     "LagrangeTopFamily",
     "ClebschFlowFamily",
-    "values_traced",
-    "guarded",
 ]
 
 
@@ -116,12 +112,12 @@ class AbstractFamily(eqx.Module):
         values is decided here where they are concrete, and left to :meth:`guard` where they
         are traced (:func:`values_traced`)."""
 
-    def guard(self, system) -> Optional[tuple]:
+    @abc.abstractmethod
+    def guard(self, system) -> Optional[Callable[[], tuple]]:
         """The checks of :meth:`mismatch` that need values, for a system whose values are traced:
-        ``(bad, message)`` with ``bad`` a boolean JAX scalar computed from the system, which the
-        caller checks in the program that runs (:func:`lpjax._checks.checked_value`); ``None``
-        where the family has none."""
-        return None
+        ``None`` where the family has none (decided without computing anything), else a function
+        returning ``(bad, message)``, ``bad`` a boolean JAX scalar computed from the system, which
+        the caller checks in the program that runs (:func:`guarded`)."""
 
     def check(self, system, who: str, verb: str = "steps only") -> None:
         """Raise (``TypeError`` by default) unless ``system`` is a member; ``who`` is the caller."""
@@ -160,98 +156,6 @@ def _dimension_mismatch(system, n: int, what: str) -> Optional[Exception]:
     return None if n == so_n else TypeError(f"{what} has dimension {n} but the algebra's rotations are so({so_n})")
 
 
-# ------------------------------------------------------------------ declared data against the Hamiltonian
-
-_VERDICTS: "collections.OrderedDict" = collections.OrderedDict()  # a system's key -> its defects
-_N_VERDICTS = 256
-_N_STATES = 4  # random states at which the gradients are compared
-
-
-@eqx.filter_jit
-def _gradients(system, expected: Callable, y: Float[Array, "s D"]):
-    """``(∂h/∂μ, expected)`` at the states ``y`` (in the :func:`rotation_frame`'s coordinates), both there."""
-    frame = rotation_frame(system.algebra)
-    # by the chain rule the gradient in v = T⁻ᵀμ is T ∂h/∂μ: the algebra element ∂h/∂μ in the frame's coordinates
-    got = jax.vmap(jax.grad(lambda v: jnp.asarray(system.hamiltonian(frame.momentum_out(v)), v.dtype)))(y)
-    return got, jax.vmap(lambda v: expected(system.hamiltonian, frame, v))(y)
-
-
-def _key(system):
-    leaves, treedef = jax.tree_util.tree_flatten(system)
-    parts = tuple((a.dtype.str, a.shape, a.tobytes()) if isinstance(a, (np.ndarray, jax.Array)) else repr(a)
-                  for a in (np.asarray(x) if isinstance(x, jax.Array) else x for x in leaves))
-    return treedef, parts
-
-
-def _relative_defects(system, expected: Callable):
-    """The relative defects ``(rotations, vectors)`` of the Hamiltonian's gradient against the
-    one its declared family data give (``expected(h, frame, y)``, in the frame's coordinates),
-    the largest over random states, each block over the largest expected entry: JAX scalars,
-    traced with the system's arrays."""
-    dtype = jnp.result_type(float)
-    y = jnp.asarray(np.random.default_rng(0).standard_normal((_N_STATES, system.algebra.dim)), dtype)
-    got, want = (jnp.asarray(a, dtype) for a in _gradients(system, expected, y))
-    d = rotation_frame(system.algebra).algebra.dim
-    err = jnp.abs(got - want) / jnp.maximum(jnp.max(jnp.abs(want)), jnp.finfo(dtype).tiny)
-    return jnp.max(err[:, :d]), (jnp.max(err[:, d:]) if err.shape[1] > d else jnp.zeros((), dtype))
-
-
-def _defect_bound(system) -> float:
-    dtypes = [jnp.result_type(float)] + [x.dtype for x in jax.tree_util.tree_leaves(system) if eqx.is_inexact_array(x)]
-    return 10.0 * float(np.sqrt(max(float(jnp.finfo(t).eps) for t in dtypes)))
-
-
-def values_traced(system) -> bool:
-    """Whether ``system`` holds, or its Hamiltonian reads, a value traced by an enclosing
-    ``jit``, ``vmap`` or ``grad`` (a fit's parameters, a closed-over array): its values are then
-    checked in the program that runs (:meth:`AbstractFamily.guard`), not before."""
-    if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(system)):
-        return True
-    return isinstance(system, AbstractLiePoissonSystem) and reads_traced(
-        system.energy, jnp.zeros((system.algebra.dim,), jnp.result_type(float)))
-
-
-def guarded(family: "AbstractFamily", system, x):
-    """``x``, checked in the program that runs against ``family``'s :meth:`~AbstractFamily.guard`
-    where ``system``'s values are traced (where they are concrete, ``check`` has decided)."""
-    if type(family).guard is AbstractFamily.guard or not values_traced(system):
-        return x
-    g = family.guard(system)
-    return x if g is None else checked_value(x, *g)
-
-
-def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, float]]:
-    """:func:`_relative_defects` and their bound ``(rotations, vectors, bound)``, computed now;
-    ``None`` while the system's values are traced (:func:`values_traced`)."""
-    if values_traced(system):
-        return None
-    try:
-        key = (_key(system), expected)
-        hash(key)
-    except TypeError:
-        key = None
-    if key is not None and key in _VERDICTS:
-        _VERDICTS.move_to_end(key)
-        return _VERDICTS[key]
-    with jax.ensure_compile_time_eval():  # concrete arrays, even where integrate is called inside a jit
-        out = (*(float(x) for x in _relative_defects(system, expected)), _defect_bound(system))
-    if key is not None:
-        _VERDICTS[key] = out
-        if len(_VERDICTS) > _N_VERDICTS:
-            _VERDICTS.popitem(last=False)
-    return out
-
-
-def _data_guard(system, expected: Callable, what: str, bad=False) -> tuple:
-    """:meth:`AbstractFamily.guard` of a family whose data are checked against the gradient
-    (``bad``: another condition on the traced data, or'ed in)."""
-    rotations, vectors = _relative_defects(system, expected)
-    bound = _defect_bound(system)
-    return (rotations > bound) | (vectors > bound) | bad, (
-        f"{what}: its declared data and its Hamiltonian describe different systems (the gradient identity at "
-        f"{_N_STATES} random states is off by more than {bound:.2g} relative)")
-
-
 def _omega(J, frame: RotationFrame, m):
     """``Ω`` with ``M = JΩ + ΩJ`` (seed 000, (4.6)): ``Ω_ij = M_ij / (J_i + J_j)``, in elementary coordinates."""
     return m / frame.pair_sums(jnp.asarray(J, m.dtype))
@@ -275,20 +179,11 @@ def _clebsch_flow_gradient(h, frame: RotationFrame, y):
     return jnp.concatenate([y[:d], -jnp.asarray(h.B, y.dtype) * y[d:]])
 
 
-def _data_mismatch(system, expected: Callable, describe: Callable[[], tuple[str, str]]) -> Optional[Exception]:
-    """A ``ValueError`` naming the declared datum whose gradient block disagrees with the
-    Hamiltonian; ``describe()`` says what each block's defect means (rotations, vectors)."""
-    defects = _data_defects(system, expected)
-    if defects is None or max(defects[:2]) <= defects[2]:
-        return None
-    rotations, vectors, bound = defects
-    what, defect = (describe()[0], rotations) if rotations > bound else (describe()[1], vectors)
-    return ValueError(f"{what} by {defect:.3g} relative to its largest entry, at random states (bound {bound:.2g}): "
-                      "its declared data and its Hamiltonian describe different systems")
-
-
 class AnySystem(AbstractFamily):
     description: ClassVar[str] = "lpjax systems (LiePoissonSystem, CanonicalSystem, ...)"
+
+    def guard(self, system) -> None:
+        return None
 
     def mismatch(self, system) -> Optional[Exception]:
         if not isinstance(system, AbstractSystem):
@@ -301,6 +196,9 @@ class LiePoissonFamily(AbstractFamily):
     ``dim 𝔥 = dim 𝔤`` (seed 002, Theorem 3.2 (iii)), checked by the caller-supplied ``dim_h``."""
 
     description: ClassVar[str] = "Lie–Poisson systems (a LiePoissonSystem on 𝔤*)"
+
+    def guard(self, system) -> None:
+        return None
 
     def mismatch(self, system) -> Optional[Exception]:
         return _not_lie_poisson(system)
@@ -316,6 +214,9 @@ class MatrixGroupFamily(AbstractFamily):
         "Lie–Poisson systems on (g ⋉ (R^r)^k)* for a Lie algebra g with a matrix basis (so(n), se(3), so(2,1), "
         "e(n), se(3) x R^3; a matrix group G, with k advected vectors)"
     )
+
+    def guard(self, system) -> None:
+        return None
 
     def mismatch(self, system) -> Optional[Exception]:
         err = _not_lie_poisson(system)
@@ -339,14 +240,14 @@ class FreeRigidBodyFamily(AbstractFamily):
         if err is not None:
             return err
         J = system.hamiltonian.mass_tensor
-        return _dimension_mismatch(system, jnp.shape(J)[0], "the mass tensor") or _data_mismatch(
+        return _dimension_mismatch(system, jnp.shape(J)[0], "the mass tensor") or data_mismatch(
             system, _rigid_body_gradient, lambda: (
                 f"its mass_tensor J = {np.asarray(J)} disagrees with its energy: ∂h/∂M differs from Ω "
                 "(M = JΩ + ΩJ, seed 000 (4.6))", ""),
         )
 
-    def guard(self, system) -> tuple:
-        return _data_guard(system, _rigid_body_gradient, "the free rigid body's mass_tensor disagrees with its energy "
+    def guard(self, system) -> Callable[[], tuple]:
+        return lambda: data_guard(system, _rigid_body_gradient, "the free rigid body's mass_tensor disagrees with its energy "
                            "(∂h/∂M ≠ Ω, M = JΩ + ΩJ, seed 000 (4.6))")
 
 
@@ -376,7 +277,7 @@ class LagrangeTopFamily(AbstractFamily):
         sign = (1 if h.frame == "rest" else -1) if isinstance(h, AbstractLagrangeTop) else None
         return _structure_mismatch(system, (1,), AbstractLagrangeTop, sign) or _dimension_mismatch(
             system, h.n, "the top"
-        ) or _moving_gravity(h) or _data_mismatch(
+        ) or _moving_gravity(h) or data_mismatch(
             system, _lagrange_top_gradient, lambda: (
                 f"its frame {h.frame!r} and alpha = {np.asarray(h.alpha)} disagree with its Hamiltonian: ∂H/∂M differs "
                 + ("from m (the rest frame, seed 000 (5.15))" if h.frame == "rest" else "from Ω of (5.7) (the moving frame)"),
@@ -384,14 +285,18 @@ class LagrangeTopFamily(AbstractFamily):
                 + ("a differs from p (5.15)" if h.frame == "rest" else "P differs from A = e_n (5.1)")),
         )
 
-    def guard(self, system) -> tuple:
+    def guard(self, system) -> Callable[[], tuple]:
         h = system.hamiltonian
-        bad = False
-        if h.frame == "moving":  # A = e_n, the map's own (seed 000, (5.1))
-            g = jnp.asarray(h.gravity)
-            bad = jnp.any(g != jnp.zeros(h.n, g.dtype).at[-1].set(1))
-        return _data_guard(system, _lagrange_top_gradient, f"the Lagrange top's alpha or gravity (frame {h.frame!r}) "
-                           "disagrees with its Hamiltonian (seed 000 (5.1), (5.7), (5.15))", bad)
+
+        def check():
+            bad = False
+            if h.frame == "moving":  # A = e_n, the map's own (seed 000, (5.1))
+                g = jnp.asarray(h.gravity)
+                bad = jnp.any(g != jnp.zeros(h.n, g.dtype).at[-1].set(1))
+            return data_guard(system, _lagrange_top_gradient, f"the Lagrange top's alpha or gravity (frame "
+                               f"{h.frame!r}) disagrees with its Hamiltonian (seed 000 (5.1), (5.7), (5.15))", bad)
+
+        return check
 
 
 class ClebschFlowFamily(AbstractFamily):
@@ -403,13 +308,13 @@ class ClebschFlowFamily(AbstractFamily):
     def mismatch(self, system) -> Optional[Exception]:
         return _structure_mismatch(system, (1,), AbstractClebschFlow, -1) or _dimension_mismatch(
             system, jnp.shape(system.hamiltonian.B)[0], "B"
-        ) or _data_mismatch(
+        ) or data_mismatch(
             system, _clebsch_flow_gradient, lambda: (
                 "its Hamiltonian's M-part is not ½<M, M>: ∂H/∂M differs from M (seed 000 (7.12))",
                 f"its B = {np.asarray(system.hamiltonian.B)} disagrees with its Hamiltonian: ∂H/∂P differs from −BP "
                 "(seed 000 (7.12))"),
         )
 
-    def guard(self, system) -> tuple:
-        return _data_guard(system, _clebsch_flow_gradient, "the Clebsch flow's B disagrees with its Hamiltonian "
+    def guard(self, system) -> Callable[[], tuple]:
+        return lambda: data_guard(system, _clebsch_flow_gradient, "the Clebsch flow's B disagrees with its Hamiltonian "
                            "(∂H/∂M ≠ M or ∂H/∂P ≠ −BP, seed 000 (7.12))")
