@@ -13,7 +13,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from ._algebra import GroupSplit, LieAlgebra, group_split
 from ._small import logdet_spd
 from ._system import (AbstractSystem, ClebschFlowFamily, FreeRigidBodyFamily, LagrangeTopFamily, LiePoissonFamily,
-                      MatrixGroupFamily)
+                      MatrixGroupFamily, guarded)
 
 __all__ = ["heavy_top", "kirchhoff", "midpoint", "movable_base_top", "moser_veselov", "suris_clebsch", "suris_lagrange_top"]
 
@@ -238,8 +238,9 @@ def moser_veselov(system: AbstractSystem) -> MoserVeselovLagrangian:
     :class:`lpjax.MoserVeselov` uses it; ``ℓ ≈ dt·½<Ω, M>`` for ``W = I + dtΩ + …``
     (``docs/errata.md``, "Moser–Veselov conventions").
     """
-    FreeRigidBodyFamily().check(system, "moser_veselov", "needs")
-    return MoserVeselovLagrangian(jnp.asarray(system.hamiltonian.mass_tensor))
+    family = FreeRigidBodyFamily()
+    family.check(system, "moser_veselov", "needs")
+    return MoserVeselovLagrangian(guarded(family, system, jnp.asarray(system.hamiltonian.mass_tensor)))
 
 
 def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisClebschLagrangian:
@@ -248,8 +249,9 @@ def suris_clebsch(system: AbstractSystem, coefficient: float = 2.0) -> SurisCleb
     With the coefficient ``2/ε`` (the default) the DEP map is exactly (7.17); ``coefficient=4.0``
     gives the printed form (``docs/errata.md``, "The coefficient of (7.16)").
     """
-    ClebschFlowFamily().check(system, "suris_clebsch", "needs")
-    return SurisClebschLagrangian(system.hamiltonian.B, float(coefficient))
+    family = ClebschFlowFamily()
+    family.check(system, "suris_clebsch", "needs")
+    return SurisClebschLagrangian(guarded(family, system, system.hamiltonian.B), float(coefficient))
 
 
 def suris_lagrange_top(system: AbstractSystem, alpha: ArrayLike = 0.5) -> SurisLagrangeTopLagrangian:
@@ -258,8 +260,10 @@ def suris_lagrange_top(system: AbstractSystem, alpha: ArrayLike = 0.5) -> SurisL
     The moving frame takes α from the system; in the rest frame the map (6.5) does not
     depend on α (Theorem 6), so any ``alpha`` gives the same DEP map.
     """
-    LagrangeTopFamily().check(system, "suris_lagrange_top", "needs")
+    family = LagrangeTopFamily()
+    family.check(system, "suris_lagrange_top", "needs")
     h = system.hamiltonian
+    gravity = guarded(family, system, jnp.asarray(h.gravity))  # traced data: checked where the map runs
     if h.frame == "moving":
-        return SurisLagrangeTopLagrangian(h.alpha, h.gravity, True)
-    return SurisLagrangeTopLagrangian(jnp.asarray(alpha, h.gravity.dtype), h.gravity, False)
+        return SurisLagrangeTopLagrangian(h.alpha, gravity, True)
+    return SurisLagrangeTopLagrangian(jnp.asarray(alpha, gravity.dtype), gravity, False)

@@ -23,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ._algebra import rotation_frame
 from ._checks import finite_scalar
-from ._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily
+from ._system import AbstractLiePoissonSystem, ClebschFlowFamily, LagrangeTopFamily, guarded
 
 __all__ = ["suris_lagrange_lax", "suris_clebsch_lax", "lax_invariants", "charpoly"]
 
@@ -81,6 +81,7 @@ def suris_lagrange_lax(
     """
     LagrangeTopFamily().check(system, "suris_lagrange_lax", "needs")
     y, eps, lam = _state(system, y, dt, lam)
+    y = guarded(LagrangeTopFamily(), system, y)
     h = system.hamiltonian
     n = h.n
     m, v = momentum_matrix(system, y)
@@ -114,6 +115,7 @@ def suris_clebsch_lax(
     """
     ClebschFlowFamily().check(system, "suris_clebsch_lax", "needs")
     y, eps, lam = _state(system, y, dt, lam)
+    y = guarded(ClebschFlowFamily(), system, y)
     b = jnp.asarray(system.hamiltonian.B, y.dtype)
     n = b.shape[0]
     M, P = momentum_matrix(system, y)

@@ -29,7 +29,7 @@ from jaxtyping import Array, PyTree
 from .._integrate import _Carry
 from ._adaptive import dearest_first
 from ._validate import checked_members
-from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
+from .._checks import as_numbers, external_stacklevel, invalid_as_nan, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
@@ -338,11 +338,14 @@ class EnsembleFunction(eqx.Module):
     def _guarded(self, dyn: PyTree, y0s: Array) -> Array:
         """``y0s``, checked in the program against the method family's checks of values
         (:meth:`lpjax.AbstractFamily.guard`) where the system's arrays are traced (a fit, a
-        user's ``jit``): a member whose declared data contradict its Hamiltonian raises."""
+        user's ``jit``): as everywhere in an ensemble, a bad member fails alone, here with a NaN
+        initial state (``RESULTS.invalid_initial_state``), with no host callback in the program
+        (which then lowers for a GPU as it did)."""
         method = self.member.method
-        if not self.batched:
-            return guarded(method.family, self.member.system(dyn), y0s)
-        return checked_members(self.member.system(dyn), method, "ensemble function", y0s, structure=False)
+        with invalid_as_nan():
+            if not self.batched:
+                return guarded(method.family, self.member.system(dyn), y0s)
+            return checked_members(self.member.system(dyn), method, "ensemble function", y0s, structure=False)
 
     def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
         """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member

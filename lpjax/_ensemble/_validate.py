@@ -102,12 +102,14 @@ def checked_members(system, method, who: str, y0s=None, structure: bool = True):
     traced under ``vmap``, so that no member's values, nor those a batched ensemble function is
     later called with, can hide a term), and the values the family checks
     (:meth:`AbstractFamily.guard`) for all members at once: by value where the members are
-    concrete (``ValueError`` naming them), else in the program, on ``y0s``."""
+    concrete (``ValueError`` naming them), else in the program, on ``y0s`` (by
+    :func:`lpjax._checks.checked_value`: inside ``invalid_as_nan``, a failing member's initial
+    state is NaN)."""
     flags, message = member_flags(system, method, structure)
     if flags is None:
         return y0s
     if is_traced(flags):
-        return None if y0s is None else checked_value(y0s, jnp.any(flags), message)
+        return None if y0s is None else checked_value(y0s, flags[:, None], message)
     if np.any(flags):
         raise ValueError(f"{who}: members {np.flatnonzero(flags)[:10].tolist()} of the batched system: {message}")
     return y0s
