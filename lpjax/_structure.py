@@ -154,6 +154,10 @@ def _struct(v) -> np.ndarray:
     return out
 
 
+def _has_other(v) -> bool:
+    return _is_struct(v) and any(isinstance(t, frozenset) for e in v.reshape(-1) for t in e.items)
+
+
 def _deps(*values) -> frozenset:
     out = frozenset()
     for v in values:
@@ -180,16 +184,17 @@ def _run(jaxpr, consts, args, reasons: list) -> list:
             outs = [np.asarray(o) for o in (outs if eqn.primitive.multiple_results else [outs])]
         else:
             outs = [_boxed(o) for o in _rule(eqn, ins, reasons)]
+            if (any(map(_has_other, outs)) and not any(map(_has_other, ins)) and _sub_jaxpr(eqn.params) is None
+                    and eqn.primitive.name != "cond"):
+                reasons.append(eqn.primitive.name)  # where a term beyond degree two first appears
         for var, val in zip(eqn.outvars, outs):
             env[var] = val
     return [_read(env, v) for v in jaxpr.outvars]
 
 
-def _opaque(eqn, ins, reasons: list) -> list:
+def _opaque(eqn, ins) -> list:
     """No rule: every output entry is any function of every entry the inputs depend on."""
     deps = _deps(*ins)
-    if deps:
-        reasons.append(eqn.primitive.name)
     return [_filled(v.aval.shape, _any_function(deps)) for v in eqn.outvars]
 
 
@@ -255,7 +260,7 @@ def _rule(eqn, ins, reasons: list) -> list:
     sub = _sub_jaxpr(eqn.params)
     if sub is not None and len(sub[0].invars) == len(ins):
         return _run(sub[0], sub[1], ins, reasons)
-    return _opaque(eqn, ins, reasons)
+    return _opaque(eqn, ins)
 
 
 def _dot_general(a: np.ndarray, b: np.ndarray, dims) -> np.ndarray:
@@ -284,7 +289,7 @@ def _select(eqn, ins, reasons: list) -> list:
     if not _is_struct(pred):
         return [np.choose(np.broadcast_to(np.asarray(pred).astype(int), shape), cases)]
     if _deps(pred):
-        return _opaque(eqn, ins, reasons)
+        return _opaque(eqn, ins)
     return [functools.reduce(operator.add, cases)]  # the predicate is traced: either case
 
 
@@ -324,6 +329,6 @@ def _cond(eqn, ins, reasons: list) -> list:
         b = branches[int(np.asarray(index))]
         return _run(b.jaxpr, list(b.consts), ops, reasons)
     if _deps(index):
-        return _opaque(eqn, ins, reasons)
+        return _opaque(eqn, ins)
     outs = [_run(b.jaxpr, list(b.consts), ops, reasons) for b in branches]
     return [functools.reduce(operator.add, [_struct(o[i]) for o in outs]) for i in range(len(eqn.outvars))]

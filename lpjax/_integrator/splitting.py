@@ -62,9 +62,9 @@ class SplittableFamily(AbstractFamily):
 
     Decided by value where every array the Hamiltonian reads is concrete; where one is traced
     (under ``jit``, ``vmap`` or ``grad``: the system's arrays, or one it closes over), by the
-    Hamiltonian's structure, read off its jaxpr: a term
-    whose coefficient is traced counts as present, whatever its value, so a traced parameter
-    cannot hide a coupling or a piece (its value may be zero, its derivative is not)."""
+    Hamiltonian's structure, read off its jaxpr: a term whose coefficient is traced counts as
+    present, whatever its value, so a traced parameter cannot hide a coupling or a piece (its
+    value may be zero, its derivative is not)."""
 
     pieces: Optional[tuple] = eqx.field(static=True, default=None)
     flow: str = eqx.field(static=True, default="auto")
