@@ -130,9 +130,10 @@ def _filled(shape, terms: _Terms) -> np.ndarray:
 
 
 def _boxed(v) -> np.ndarray:
-    """An entry's terms as a 0-d array (NumPy returns the bare object from an operation on 0-d arrays)."""
-    if isinstance(v, np.ndarray):
-        return v
+    """An entry's terms as a 0-d array (NumPy returns the bare object from an operation on 0-d arrays);
+    anything else as an array."""
+    if not isinstance(v, _Terms):
+        return np.asarray(v)  # a known value (a sub-program's literal output)
     out = np.empty((), object)
     out[()] = v
     return out
