@@ -3,9 +3,10 @@ splitting's pieces on so(4) with exact and Cayley flows.
 
 1. A system built inside ``jax.jit`` from traced parameters has its declared data (the free
    rigid body's mass tensor, the Lagrange top's alpha and gravity, the Clebsch flow's B) checked
-   in the program: the gradient identity at 4 random states, with ``eqx.error_if``. Timed: a
-   jitted 1000-step run with the check against the same run with it switched off, interleaved
-   (median of per-round ratios).
+   in the program: the gradient identity at 4 random states, with ``eqx.error_if`` gating the
+   initial state. Timed: a jitted 1000-step run with the check against the same run with it
+   switched off, interleaved (median of per-round ratios), with the initial state an argument of
+   the jitted function and a constant closed over by it.
 2. ``LiePoissonSplitting`` on ``rigid_body_n([1, 1.5, 2.2, 3.1])`` (so(4)): the default 12
    pieces with ``flow="exact"`` and ``"cayley"``, and ``for_system``'s 6, per step (2000 steps).
 3. The structural reading of a Hamiltonian (:func:`lpjax._structure.monomials`), done once per
@@ -51,21 +52,26 @@ def guard_cost(rounds: int, n: int) -> list:
     ]
     rows, real = [], integrate_module.guarded
     for name, make, params, method, y0 in cases:
-        fns = {}
-        for checked in (True, False):
-            integrate_module.guarded = real if checked else (lambda family, system, x: x)
-            fns[checked] = jax.jit(lambda p: lpjax.integrate(make(p), method, y0, 0.01, n).ys[-1])
-            jax.block_until_ready(fns[checked](params))  # compiled with (or without) the check
-        integrate_module.guarded = real
-        ratios, times = [], {True: [], False: []}
-        for _ in range(rounds):
+        for start in ("argument", "constant"):  # y0 passed to the jitted function, or closed over by it
+            fns = {}
             for checked in (True, False):
-                times[checked].append(_best(lambda: fns[checked](params), 3))
-            ratios.append(times[True][-1] / times[False][-1])
-        rows.append({"case": name, "n_steps": n, "checked_s": min(times[True]), "unchecked_s": min(times[False]),
-                     "ratio_median": statistics.median(ratios)})
-        H.log(f"{name:32s} {n} steps: checked {min(times[True]) * 1e6:8.1f} us, unchecked "
-              f"{min(times[False]) * 1e6:8.1f} us, median ratio {statistics.median(ratios):.4f}")
+                integrate_module.guarded = real if checked else (lambda family, system, x: x)
+                if start == "argument":
+                    f = jax.jit(lambda p, y: lpjax.integrate(make(p), method, y, 0.01, n).ys[-1])
+                else:
+                    f = jax.jit(lambda p, y=None: lpjax.integrate(make(p), method, y0, 0.01, n).ys[-1])
+                fns[checked] = f
+                jax.block_until_ready(f(params, y0))  # compiled with (or without) the check
+            integrate_module.guarded = real
+            ratios, times = [], {True: [], False: []}
+            for _ in range(rounds):
+                for checked in (True, False):
+                    times[checked].append(_best(lambda: fns[checked](params, y0), 20))
+                ratios.append(times[True][-1] / times[False][-1])
+            rows.append({"case": name, "y0": start, "n_steps": n, "checked_s": min(times[True]),
+                         "unchecked_s": min(times[False]), "ratio_median": statistics.median(ratios)})
+            H.log(f"{name:32s} y0 {start:8s} {n} steps: checked {min(times[True]) * 1e6:8.1f} us, unchecked "
+                  f"{min(times[False]) * 1e6:8.1f} us, median ratio {statistics.median(ratios):.4f}")
     return rows
 
 
@@ -105,9 +111,10 @@ def main() -> None:
     reading = reading_time()
     meta = H.metadata("traced_checks", "quick" if args.quick else "full", [], loads, "")
     meta["notes"] = {
-        "guard": ("jax.jit over the system's parameters of integrate(system(p), method, y0, 0.01, 1000).ys[-1]; "
-                  "checked: lpjax's default; unchecked: the run-time check of declared data switched off "
-                  "(lpjax._integrate.guarded replaced by the identity); best of 3 calls each per round, "
+        "guard": ("jax.jit over the system's parameters of integrate(system(p), method, y0, 0.01, 1000).ys[-1], "
+                  "y0 an argument of the jitted function or a constant it closes over; checked: lpjax's default "
+                  "(the check gates y0); unchecked: the run-time check of declared data switched off "
+                  "(lpjax._integrate.guarded replaced by the identity); best of 20 calls each per round, "
                   "rounds interleaved; ratio_median: the median of per-round ratios"),
         "so4": "integrate(rigid_body_n([1, 1.5, 2.2, 3.1]), method, y0, 0.01, 2000), best of 7",
         "reading": "lpjax._structure.monomials(system.energy, d, float64), best of 5 (concrete arrays)",

@@ -284,7 +284,9 @@ def integrate(
     if rdtype.kind == "f":
         system, method = cast_floats((system, method), rdtype)
     _check_inputs(system, method, y0, dt, n_steps, save_every, t0)
-    y0 = guarded(method.family, system, y0)  # a traced system's values, checked in the program
+    # a traced system's values, checked in the program, gating y0: every run reads it (a check gating
+    # an array the run does not read would be dropped by XLA with it)
+    y0 = guarded(method.family, system, y0)
     if adjoint not in ("auto", "discrete", "direct"):
         raise ValueError(f'adjoint must be "auto", "discrete" or "direct", got {adjoint!r}')
     dt = jnp.asarray(dt, dtype=y0.dtype)

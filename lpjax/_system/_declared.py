@@ -71,12 +71,16 @@ def values_traced(system) -> bool:
 
 
 def guarded(family, system, x):
-    """``x``, checked in the program that runs against ``family``'s :meth:`~AbstractFamily.guard`
-    where ``system``'s values are traced (where they are concrete, ``check`` has decided)."""
+    """``x`` (a pytree), checked in the program that runs against ``family``'s
+    :meth:`~AbstractFamily.guard` where ``system``'s values are traced (where they are concrete,
+    ``check`` has decided): the check gates ``x``'s first floating array, which must be one the
+    program reads (XLA drops a check whose result nothing reads)."""
     check = family.guard(system)
     if check is None or not values_traced(system):
         return x
-    return checked_value(x, *check())
+    leaves = jax.tree_util.tree_leaves(x)
+    i = next(i for i, a in enumerate(leaves) if eqx.is_inexact_array(a))
+    return eqx.tree_at(lambda t: jax.tree_util.tree_leaves(t)[i], x, checked_value(leaves[i], *check()))
 
 
 def _data_defects(system, expected: Callable) -> Optional[tuple[float, float, float]]:
