@@ -15,7 +15,7 @@ from jaxtyping import Array, Float
 
 from .._algebra import rotation_frame
 from .._checks import checked_value
-from .._structure import reads_traced
+from .._structure import reads_traced, tracing
 from ._base import AbstractLiePoissonSystem
 
 __all__ = ["values_traced", "guarded", "data_mismatch", "data_guard"]
@@ -64,6 +64,8 @@ def values_traced(system) -> bool:
     """Whether ``system`` holds, or its Hamiltonian reads, a value traced by an enclosing
     ``jit``, ``vmap`` or ``grad`` (a fit's parameters, a closed-over array): its values are then
     checked in the program that runs (:meth:`AbstractFamily.guard`), not before."""
+    if not tracing():
+        return False
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(system)):
         return True
     return isinstance(system, AbstractLiePoissonSystem) and reads_traced(
