@@ -119,9 +119,11 @@ def monomials(fn: Callable, d: int, dtype) -> Monomials:
     terms = out.reshape(()).item() if _is_struct(out) else (_ONE if np.any(np.asarray(out) != 0) else _ZERO)
     items = terms.items
     mono = [t for t in items if isinstance(t, tuple)]
-    return Monomials(frozenset(t[0] for t in mono if len(t) == 1), frozenset(t[0] for t in mono if len(t) == 2 and t[0] == t[1]),
-                     frozenset(t for t in mono if len(t) == 2 and t[0] != t[1]),
-                     frozenset(i for t in items if isinstance(t, frozenset) for i in t), tuple(dict.fromkeys(reasons)))
+    return Monomials(linear=frozenset(t[0] for t in mono if len(t) == 1),
+                     squares=frozenset(t[0] for t in mono if len(t) == 2 and t[0] == t[1]),
+                     products=frozenset(t for t in mono if len(t) == 2 and t[0] != t[1]),
+                     other=frozenset(i for t in items if isinstance(t, frozenset) for i in t),
+                     through=tuple(dict.fromkeys(reasons)))
 
 
 # ------------------------------------------------------------------ the interpreter
@@ -237,7 +239,7 @@ def _sub_jaxpr(params):
 
 _SAME = {"neg", "copy", "copy_p", "reduce_precision", "real", "optimization_barrier"}
 _UNION = {"add", "sub", "add_any"}
-# primitives that only move entries: run on entry labels (module docstring of _moved)
+# primitives that only move entries: run on entry labels (_moved)
 _MOVES = {"slice", "squeeze", "expand_dims", "reshape", "broadcast_in_dim", "transpose", "rev", "gather",
           "dynamic_slice", "dynamic_update_slice", "concatenate", "pad", "scatter"}
 
