@@ -40,6 +40,28 @@ def _positive_finite(value: float, flag: str) -> float:
     return value
 
 
+def _whole_steps(t1: float, dt: float, most: int) -> int:
+    """``t1 / dt`` steps, refused unless whole (to 1e-9 relative): a run never ends short of
+    ``--t1`` without a word; the refusal names the two nearest end times."""
+    k = t1 / dt
+    n = int(round(k))
+    if abs(k - n) > 1e-9 * max(1.0, k):
+        lo, hi = max(1, int(np.floor(k))), int(np.ceil(k))
+        raise _Failure(f"--t1 {t1:g} is not a whole number of steps of --dt {dt:g} ({k:.6g} steps): take --t1 "
+                       f"{lo * dt:.12g} ({lo} steps) or --t1 {hi * dt:.12g} ({hi} steps), or a --dt that divides --t1")
+    if not 1 <= n <= most:
+        raise _Failure(f"--t1/--dt gives {n} steps; it must be between 1 and {most}")
+    return n
+
+
+def _save_every(n_steps: int, saves: int) -> int:
+    """The largest divisor of ``n_steps`` that is at most ``n_steps // saves`` (at least 1): at
+    least ``saves`` saves, the last at the end of the run."""
+    limit = max(1, n_steps // saves)
+    divisors = {d for i in range(1, int(np.sqrt(n_steps)) + 1) if n_steps % i == 0 for d in (i, n_steps // i)}
+    return max(d for d in divisors if d <= limit)
+
+
 def _parse_y0(text: Optional[str]) -> Optional[list]:
     if text is None:
         return None

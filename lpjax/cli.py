@@ -19,7 +19,8 @@ import click
 import numpy as np
 
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
-from ._cli_args import _as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _writable_target
+from ._cli_args import (_as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _whole_steps,
+                        _writable_target)
 from ._cli_run import _result_text, _run_metadata, _run_with_progress, _write_npz
 
 _MAX_STEPS = 2**31 - 1
@@ -143,7 +144,8 @@ def list_cmd(pairs):
 @click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
 @click.option("--dt", type=float, default=0.05, show_default=True)
 @click.option("--t1", type=float, default=100.0, show_default=True, help="end time (from t = 0)")
-@click.option("--saves", type=int, default=1000, show_default=True, help="about how many states to save")
+@click.option("--saves", type=int, default=1000, show_default=True,
+              help="at least how many states to save (every k steps, k a divisor of the steps: the last at --t1)")
 @click.option("--y0", help="initial state: numbers separated by commas (default: the system's own)")
 @click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE",
               help="a system parameter (repeatable); values are JSON: 2.5, [1, 2, 3], true")
@@ -156,9 +158,7 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
     _positive_finite(t1, "--t1")
     if saves < 1:
         raise _Failure(f"--saves must be >= 1, got {saves}")
-    n_steps = int(round(t1 / dt))
-    if not 1 <= n_steps <= _MAX_STEPS:
-        raise _Failure(f"--t1/--dt gives {n_steps} steps; it must be between 1 and {_MAX_STEPS}")
+    n_steps = _whole_steps(t1, dt, _MAX_STEPS)
     if out:
         _writable_target(out, "--out", ".npz")
     if plot:
@@ -168,8 +168,7 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
     from ._catalog import build
 
     entry, resolved, sys_, meth, state = build(system, method, params, _parse_y0(y0))
-    save_every = max(1, n_steps // saves)
-    n_steps -= n_steps % save_every
+    save_every = _save_every(n_steps, saves)  # a divisor: the run ends at --t1
     sol, wall = _run_with_progress(sys_, meth, state, dt, n_steps, save_every,
                                    n_steps >= _PROGRESS_STEPS if progress is None else progress)
     from .diagnostics import relative_invariant_error

@@ -225,3 +225,16 @@ def test_spread_states_keep_the_casimirs(name):
         lpjax.spread_states(system, centre, 0, 0.1)
     with pytest.raises(ValueError, match="state must have shape"):
         lpjax.spread_states(system, centre[:-1], 4, 0.1)
+
+
+def test_a_run_ends_at_t1_or_is_refused(tmp_path, capsys):
+    """`lpjax run heavy_top --dt 0.07 --t1 1` ran 14 steps to t = 0.98 and exited 0; --saves that
+    did not divide the steps cut the run short too (10000 steps, --saves 300: to t = 99.99)."""
+    with pytest.raises(SystemExit, match=r"--t1 1 is not a whole number of steps of --dt 0.07 \(14.2857 steps\): take "
+                                         r"--t1 0.98 \(14 steps\) or --t1 1.05 \(15 steps\)"):
+        main(["run", "heavy_top", "--dt", "0.07", "--t1", "1"])
+    for t1, dt, saves, n_saves in (("1.05", "0.07", "7", 16), ("100", "0.01", "300", 401), ("0.3", "0.1", "1000", 4)):
+        out = tmp_path / "run.npz"
+        assert main(["run", "rigid_body", "--dt", dt, "--t1", t1, "--saves", saves, "--out", str(out)]) == 0
+        data = np.load(out, allow_pickle=False)
+        assert data["ts"][-1] == pytest.approx(float(t1), rel=1e-12) and len(data["ts"]) == n_saves

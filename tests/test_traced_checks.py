@@ -302,3 +302,17 @@ def test_declared_data_against_an_energy_closing_over_traced_values():
                                    atol=1e-13)
         with pytest.raises(Exception, match="mass_tensor disagrees with its energy"):
             jax.block_until_ready(jax.jit(run, static_argnums=2)(I, I, dep))
+
+
+def test_ensemble_under_a_transform_names_its_transformable_form():
+    """Before: a raw TracerArrayConversionError."""
+    y0s = jnp.asarray(np.random.default_rng(0).normal(size=(4, 3)))
+
+    def loss(inertia):
+        return jnp.sum(lpjax.ensemble(rigid_body(inertia), lpjax.GaussLegendre(2), y0s, 0.01, 10).final_state)
+
+    for transform in (jax.grad, jax.jit):
+        with pytest.raises(TypeError, match=r"ensemble runs eagerly .* Its transformable form is lpjax.ensemble_function"):
+            transform(loss)(I)
+    with pytest.raises(TypeError, match="ensemble_function"):
+        jax.jit(lambda y: lpjax.ensemble(rigid_body(I), lpjax.GaussLegendre(2), y, 0.01, 10).final_state)(y0s)

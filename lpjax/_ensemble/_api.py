@@ -165,6 +165,19 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
     return fn, ends, keep
 
 
+def _refuse_transforms(*args) -> None:
+    """``TypeError`` where an array of ``args`` is traced: ``ensemble`` under a transform."""
+    traced = [a for a in jax.tree.leaves(eqx.filter(args, eqx.is_array)) if isinstance(a, jax.core.Tracer)]
+    if traced:
+        raise TypeError(
+            "ensemble runs eagerly (it plans chunks, writes stores and draws progress on the host), so it cannot run "
+            f"under jax.jit, vmap or grad (got a traced {type(traced[0]).__name__}). Its transformable form is "
+            "lpjax.ensemble_function: f = lpjax.ensemble_function(system, method, dt, n_steps, save_every=..., "
+            "batched_system=True) once, outside the transform; then call f(y0s) (or f(y0s, "
+            "eqx.filter(systems, eqx.is_array)) for parameters) inside it, e.g. "
+            "jax.grad(lambda p: loss(f(y0s, make_systems(p)))).")
+
+
 def ensemble(
     system: AbstractSystem,
     method: AbstractIntegrator,
@@ -277,8 +290,11 @@ def ensemble(
     where they start). See the documentation's "Running on a cluster".
 
     Returns an :class:`EnsembleSolution`. Each chunk is one call of the pure function that
-    :func:`ensemble_function` returns for the same arguments.
+    :func:`ensemble_function` returns for the same arguments. :func:`ensemble` runs eagerly (it
+    plans, writes a store and draws progress on the host): under ``jax.jit``, ``vmap`` or
+    ``grad`` it refuses, naming :func:`ensemble_function`, its transformable form.
     """
+    _refuse_transforms(system, y0s, dt, t1, ts)
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate)
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
