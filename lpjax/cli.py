@@ -9,9 +9,13 @@ work and written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
+import signal
 import sys
+import threading
 import time
 from typing import Optional, Sequence
 
@@ -54,6 +58,40 @@ def cli(ctx, debug):
     ctx.obj = {"debug": debug}
 
 
+@contextlib.contextmanager
+def _interrupts():
+    """Ctrl-C and SIGTERM during a run: the first stops it once the chunks running are written
+    (``KeyboardInterrupt``, which :func:`main` turns into exit status 130 and the command that
+    resumes); a second ends the process at once (what the chunks running had done is lost)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)
+        if len(seen) > 1:
+            print("lpjax: interrupted twice: stopped at once, without the chunks that were running", file=sys.stderr,
+                  flush=True)
+            os._exit(130)
+        raise KeyboardInterrupt
+
+    before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield  # after an interrupt the handler stays: the process is on its way out, joining its threads
+    for sig, h in before.items():
+        signal.signal(sig, h)
+
+
+def _resume_hint(argv: list) -> str:
+    """For an interrupted ``lpjax ensemble --out STORE``: where its finished chunks are, and the
+    command that finishes the run."""
+    if not argv or argv[0] != "ensemble" or "--out" not in argv:
+        return ""
+    store = argv[argv.index("--out") + 1] if argv.index("--out") + 1 < len(argv) else "the store"
+    again = argv if "--resume" in argv else [*argv, "--resume"]
+    return f"; the finished chunks are in {store}; resume with: lpjax {shlex.join(again)}"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns 0, or raises ``SystemExit`` with one line ``lpjax: ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -63,7 +101,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except click.exceptions.Exit as e:
         if e.exit_code:
             raise SystemExit(e.exit_code) from None
-    except click.Abort:
+    except click.Abort as e:
+        if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C (click turns it into Abort)
+            print(f"lpjax: interrupted{_resume_hint(argv)}", file=sys.stderr)
+            raise SystemExit(130) from None
         raise SystemExit("lpjax: aborted") from None
     except click.ClickException as e:
         if debug:
@@ -253,10 +294,11 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     y0s = spread_states(sys_, centre, n_members, spread, seed=seed, vary_casimirs=vary_casimirs)
     t = time.perf_counter()
     try:
-        sol = ensemble(sys_, meth, y0s.states, dt, steps, save_every=save_every or steps, observe=observe, out=out,
-                       resume=resume, kernel=kernel, progress=progress,
-                       metadata={"seed": seed, "spread": spread, "spread_on": y0s.manner, "system": entry.name,
-                                 "parameters": resolved, "method": method})
+        with _interrupts():
+            sol = ensemble(sys_, meth, y0s.states, dt, steps, save_every=save_every or steps, observe=observe, out=out,
+                           resume=resume, kernel=kernel, progress=progress,
+                           metadata={"seed": seed, "spread": spread, "spread_on": y0s.manner, "system": entry.name,
+                                     "parameters": resolved, "method": method})
     except FileExistsError:
         raise _Failure(f"{out} already holds a store; pass --resume to finish it, or remove it to start again") from None
     wall = time.perf_counter() - t

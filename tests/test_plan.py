@@ -62,3 +62,18 @@ def test_each_process_has_a_contiguous_share_of_the_chunks():
 def test_another_process_devices_are_refused():
     with pytest.raises(ValueError, match=r"this process's own \(jax.local_devices\(\)\)"):
         make_plan(10, 3, 4, 2, np.float64, False, "scan", jax.devices()[:1], processes=2, process=1)
+
+
+@pytest.mark.parametrize("kernel", ["native", "scan"])
+def test_a_store_gets_chunks_that_an_interrupted_run_keeps(kernel):
+    """4096 heavy tops into a store had one chunk per worker (the native kernel: one chunk),
+    so a killed run kept nothing: now at least 8 per process and worker, of 64 members at least."""
+    if kernel == "native":
+        pytest.importorskip("llvmlite")
+    for processes in (1, 2):
+        plans = [make_plan(4096, 6, 4000, 4000, np.float64, False, kernel, processes=processes, process=p, store=True)
+                 for p in range(processes)]
+        assert plans[0].n_chunks >= 8 * plans[0].workers * processes
+        assert sum(len(p.mine(range(p.n_chunks))) for p in plans) == plans[0].n_chunks
+    assert make_plan(100, 6, 10, 10, np.float64, False, kernel, store=True).chunk == 64
+    assert make_plan(4096, 6, 10, 10, np.float64, False, kernel, store=True, chunk_size=4096).n_chunks == 1

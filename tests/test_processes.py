@@ -177,12 +177,13 @@ def test_a_process_killed_mid_run_resumes_on_one_or_two_processes(tmp_path):
 
 def test_the_command_line_starts_two_processes(tmp_path, capfd):
     """``lpjax ensemble --processes 2`` against one process: the same members (the default
-    chunks differ: one per process), to roundoff; one summary line."""
+    chunks of a store: at least 8 per process, of 64 members at least), to roundoff; one summary
+    line."""
     args = ["ensemble", "rigid_body", "--n", "600", "-m", "mv", "--steps", "50", "--seed", "4", "--no-progress"]
     assert main([*args, "--out", str(tmp_path / "two"), "--processes", "2"]) == 0
     assert main([*args, "--out", str(tmp_path / "one")]) == 0
     two, one = lpjax.open_ensemble(str(tmp_path / "two")), lpjax.open_ensemble(str(tmp_path / "one"))
-    assert two.settings["chunk_size"] == 300 and two.settings["finished"]["processes"] == 2
+    assert two.settings["chunk_size"] == max(64, -(-600 // (8 * 2))) and two.settings["finished"]["processes"] == 2
     np.testing.assert_allclose(two.final_state[:], one.final_state[:], rtol=0, atol=1e-14)
     assert np.array_equal(two.y0s[:], one.y0s[:])
     capfd.readouterr()

@@ -238,9 +238,12 @@ def ensemble(
         chunk_size: members per chunk, the unit of dispatch, storage, progress and resume
             (default 16384 on CPU, 2²⁰ native or on an accelerator, where the chunks are made
             equal: N = 10⁷ runs as 10 chunks of 10⁶; at most N, and at most
-            N / (processes × worker threads), 2048 at least on CPU; a resumed run keeps its
-            store's). Within a chunk the members run in blocks of 2048 (CPU scan; time inside
-            block, members last).
+            N / (processes × worker threads), 2048 at least on CPU; with ``out``, at most
+            N / (8 × processes × worker threads), 64 at least, so that an interrupted or killed
+            run keeps its finished chunks; a resumed run keeps its store's). Within a chunk the
+            members run in blocks of 2048 (CPU scan; time inside block, members last).
+            Ctrl-C (``KeyboardInterrupt``) stops the run once the chunks running are done and
+            written, and a store is then resumable (``resume=True``).
         out: a zarr v3 store (a directory) written chunk by chunk; its attributes hold the
             lpjax version, the system and method, dt, n_steps, ``metadata`` (e.g. seeds), the
             creation time and the settings' fingerprint. It is checked for writing before any work.
@@ -304,7 +307,7 @@ def ensemble(
     if chunk_size is None and resume and out is not None:
         chunk_size = stored_chunk_size(out)  # a run resumed elsewhere (other processes, cores) keeps its chunks
     plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
-                     jax.process_count(), jax.process_index())
+                     jax.process_count(), jax.process_index(), store=out is not None)
     observe_name, observe_f = observe_fn(observe)
     fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
@@ -383,7 +386,12 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
             compute(todo[0])
             bar.update()
         if todo[1:]:
-            with concurrent.futures.ThreadPoolExecutor(plan.workers) as pool:
+            pool = concurrent.futures.ThreadPoolExecutor(plan.workers)
+            try:
                 for fut in concurrent.futures.as_completed([pool.submit(compute, k) for k in todo[1:]]):
                     fut.result()
                     bar.update()
+            except BaseException:  # Ctrl-C, or a chunk's error: the chunks running finish and are written (a
+                pool.shutdown(wait=True, cancel_futures=True)  # store stays resumable), the others never start
+                raise
+            pool.shutdown()

@@ -76,14 +76,22 @@ class Plan:
                 + (f", process {self.process} of {self.processes}" if self.processes > 1 else ""))
 
 
+STORE_CHUNKS = 8  # a store's default: at least this many chunks per process and worker, what an interrupted
+MIN_STORE_CHUNK = 64  # or killed run keeps; but no chunk below a CPU block of 64 members (smaller ones pad)
+
+
 def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel: str,
-              devices=None, chunk_size: Optional[int] = None, processes: int = 1, process: int = 0) -> Plan:
+              devices=None, chunk_size: Optional[int] = None, processes: int = 1, process: int = 0,
+              store: bool = False) -> Plan:
     """The plan of a run (see :func:`lpjax.ensemble` for ``kernel``, ``devices`` and
     ``chunk_size``). ``"auto"`` is the same kernel whatever the number of devices, so that
     several devices give one device's results bit for bit. Several devices: each chunk is split
     over them (``shard_map``); the devices are this process's own (default: all of them, when
     there are several). The native kernel runs on the host's cores with its own threads: it
-    takes the whole chunk, whatever the devices."""
+    takes the whole chunk, whatever the devices. Into a ``store``, the default chunks are at
+    least :data:`STORE_CHUNKS` per process and worker (of at least :data:`MIN_STORE_CHUNK`
+    members): the unit an interrupted or killed run keeps, where one chunk per worker kept
+    nothing."""
     chunk_size = None if chunk_size is None else positive_int(chunk_size, "chunk_size")
     if devices is None:
         devices = jax.local_devices() if len(jax.local_devices()) > 1 else None
@@ -103,6 +111,8 @@ def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtyp
         if platform == "cpu":
             chunk = min(chunk, max(CPU_BLOCK, -(-members // (workers * processes))))
         chunk = min(chunk, -(-members // processes))
+        if store:
+            chunk = min(chunk, max(MIN_STORE_CHUNK, -(-members // (STORE_CHUNKS * workers * processes))))
         if platform != "cpu":  # chunks of equal size: the last one not padded to a whole chunk
             chunk = -(-members // -(-members // chunk))
     return Plan(members, state_size, n_steps, save_every, np.dtype(dtype), batched, kernel, platform, devices, workers,

@@ -1,0 +1,102 @@
+"""Ctrl-C stops an ensemble at the next chunk boundary with its store resumable, from Python
+(``KeyboardInterrupt``) and from the command line (exit status 130 and the command that
+resumes); the resumed run equals an uninterrupted one bit for bit. Before: the run went on to its
+end (Python), or was lost (the command line: 0 of 1 chunks)."""
+
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import zarr
+
+import lpjax
+from lpjax.cli import main
+from lpjax.systems import heavy_top
+
+pytest.importorskip("llvmlite")  # the default kernel on CPU, as users run it
+
+ARGS = ["heavy_top", "--n", "1024", "--method", "gl4", "--steps", "40000", "--dt", "0.01"]
+
+
+def _interrupt(script: str, after: float, store) -> tuple:
+    """Run ``script`` in a child Python; SIGINT ``after`` seconds once it prints "started" (or,
+    on a loaded machine, once ``store`` has a finished chunk); ``(status, seconds from the signal
+    to the exit, stderr)``."""
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "started" not in p.stderr.readline():
+        assert p.poll() is None, p.stderr.read()
+    time.sleep(after)
+    for _ in range(600):
+        try:
+            if _done(store).any():
+                break
+        except Exception:  # not created yet
+            pass
+        time.sleep(0.1)
+    t = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, time.perf_counter() - t, err
+
+
+def _done(store) -> np.ndarray:
+    return np.asarray(zarr.open_group(str(store), mode="r")["chunk_done"])
+
+
+def _timed(call) -> float:
+    t = time.perf_counter()
+    call()
+    return time.perf_counter() - t
+
+
+def test_ctrl_c_from_the_command_line_exits_130_and_its_resume_command_finishes_bit_for_bit(tmp_path):
+    whole_s = _timed(lambda: main(["ensemble", *ARGS, "--out", str(tmp_path / "whole.zarr")]))
+    script = textwrap.dedent(f"""
+        import sys
+        from lpjax.cli import main
+        print("started", file=sys.stderr, flush=True)
+        main({["ensemble", *ARGS, "--out", str(tmp_path / "cut.zarr")]!r})
+    """)
+    status, stopped_in, err = _interrupt(script, 0.4 * whole_s, tmp_path / "cut.zarr")
+    assert status == 130, err
+    assert stopped_in <= max(0.25 * whole_s, 5.0), (stopped_in, whole_s)
+    done = _done(tmp_path / "cut.zarr")
+    assert 1 <= done.sum() < done.size, done  # the finished chunks kept, the run not finished
+    main(re.search(r"resume with: lpjax (.*)", err).group(1).split())
+    assert _done(tmp_path / "cut.zarr").all()
+    a, b = (lpjax.open_ensemble(str(tmp_path / n)) for n in ("whole.zarr", "cut.zarr"))
+    np.testing.assert_array_equal(np.asarray(a.final_state), np.asarray(b.final_state))
+
+
+def test_ctrl_c_from_python_raises_keyboard_interrupt_with_the_store_resumable(tmp_path):
+    top = "heavy_top(jnp.array([1.0, 1.3, 0.7]), jnp.array([0.0, 0.0, 1.0]), 2.0)"
+    y0s = "0.3 * np.random.default_rng(0).normal(size=(1024, 6)) + np.array([0.4, -0.8, 1.5, 0.3, 0.4, 0.8660254037844386])"
+    run = f"lpjax.ensemble({top}, lpjax.GaussLegendre(2), {y0s}, 0.01, 40000, out={{out!r}}, resume={{resume}})"
+    env = {"lpjax": lpjax, "heavy_top": heavy_top, "jnp": jnp, "np": np}
+    whole_s = _timed(lambda: eval(run.format(out=str(tmp_path / "whole.zarr"), resume=False), env))
+    script = textwrap.dedent(f"""
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import jax; jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp, numpy as np, lpjax
+        from lpjax.systems import heavy_top
+        print("started", file=sys.stderr, flush=True)
+        try:
+            {run.format(out=str(tmp_path / "cut.zarr"), resume=False)}
+        except KeyboardInterrupt:
+            sys.exit(3)
+    """)
+    status, stopped_in, err = _interrupt(script, 0.4 * whole_s, tmp_path / "cut.zarr")
+    assert status == 3, err  # KeyboardInterrupt reached the caller
+    assert stopped_in <= max(0.25 * whole_s, 5.0), (stopped_in, whole_s)
+    done = _done(tmp_path / "cut.zarr")
+    assert 1 <= done.sum() < done.size, done
+    b = eval(run.format(out=str(tmp_path / "cut.zarr"), resume=True), env)
+    a = lpjax.open_ensemble(str(tmp_path / "whole.zarr"))
+    np.testing.assert_array_equal(np.asarray(a.final_state), np.asarray(b.final_state))
