@@ -276,6 +276,12 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     if not (np.isfinite(spread) and spread >= 0):
         raise _Failure(f"--spread must be finite and >= 0, got {spread}")
     from ._ensemble._processes import initialize, launch_local, launched
+    from ._ensemble._store import check_store_path
+
+    try:
+        check_store_path(out, "--out")  # before any work, and before starting processes
+    except ValueError as e:
+        raise _Failure(str(e)) from None
 
     if (processes or 1) > 1:
         args = _as_args(click.get_current_context(), ("processes", "distributed"))

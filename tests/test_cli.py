@@ -238,3 +238,19 @@ def test_a_run_ends_at_t1_or_is_refused(tmp_path, capsys):
         assert main(["run", "rigid_body", "--dt", dt, "--t1", t1, "--saves", saves, "--out", str(out)]) == 0
         data = np.load(out, allow_pickle=False)
         assert data["ts"][-1] == pytest.approx(float(t1), rel=1e-12) and len(data["ts"]) == n_saves
+
+
+def test_an_unwritable_store_is_refused_before_any_work(tmp_path):
+    """It was refused after 14.4 s of work (when its first chunk was written)."""
+    import time
+
+    (tmp_path / "a_file").write_text("")
+    for out, match in ((tmp_path / "missing" / "x.zarr", "the folder .* does not exist or is not writable"),
+                       (tmp_path / "a_file", "is a file; a store is a directory")):
+        t = time.perf_counter()
+        with pytest.raises(SystemExit, match=match):
+            main(["ensemble", "heavy_top", "--n", "100000", "--steps", "100000", "--out", str(out)])
+        assert time.perf_counter() - t <= 5.0
+        with pytest.raises(ValueError, match=match):
+            lpjax.ensemble(lpjax.systems.rigid_body(jnp.array([1.0, 2.0, 3.0])), lpjax.GaussLegendre(2),
+                           np.ones((10, 3)), 0.1, 10, out=str(out))

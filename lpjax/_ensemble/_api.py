@@ -32,7 +32,7 @@ from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, res
 from .._memo import by_identity
 from ._plan import Plan, make_plan
 from ._results import Results
-from ._store import EnsembleSolution, open_ensemble, stored_chunk_size
+from ._store import EnsembleSolution, check_store_path, open_ensemble, stored_chunk_size
 from ._validate import Inputs, check_members, check_schedule, observe_fn, observe_nothing, validated
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
@@ -298,6 +298,7 @@ def ensemble(
     ``grad`` it refuses, naming :func:`ensemble_function`, its transformable form.
     """
     _refuse_transforms(system, y0s, dt, t1, ts)
+    check_store_path(out)
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate)
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time

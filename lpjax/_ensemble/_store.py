@@ -22,7 +22,22 @@ from .._version import __version__
 from .._memo import by_identity
 from ._state_saves import with_state_ends
 
-__all__ = ["EnsembleSolution", "open_ensemble"]
+__all__ = ["EnsembleSolution", "open_ensemble", "check_store_path"]
+
+
+def check_store_path(out: Optional[str], who: str = "ensemble: out") -> None:
+    """Refuse, before any work, a store path whose folder does not exist or cannot be written,
+    or that names an existing file (a store is a directory): the run would fail only when its
+    first chunk is written."""
+    if out is None:
+        return
+    path = os.path.abspath(os.fspath(out))
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{who} {out!r} is a file; a store is a directory")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"{who} {out!r}: the folder {folder!r} does not exist or is not writable")
+
 
 STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")  # the last always kept
 
