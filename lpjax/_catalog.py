@@ -19,13 +19,13 @@ __all__ = ["SYSTEMS", "METHODS", "LISTED_METHODS", "find_system", "find_method",
 _NONHOLONOMIC = ("rk4", "gl2", "gl4", "projected-gl4")
 # the methods that run each system with its default parameters (what supported_methods finds)
 LISTED_METHODS = {
-    "rigid_body": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
-    "rigid_body_n": ("rk4", "gl2", "gl4", "mv", "dep", "collective"),
-    "heavy_top": ("rk4", "gl2", "gl4", "dep", "collective"),
-    "heavy_top_n": ("rk4", "gl2", "gl4", "dep"),
-    "lagrange_top": ("rk4", "gl2", "gl4", "suris", "dep", "collective"),
-    "clebsch_case": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
-    "neumann": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective"),
+    "rigid_body": ("rk4", "gl2", "gl4", "mv", "dep", "collective", "splitting"),
+    "rigid_body_n": ("rk4", "gl2", "gl4", "mv", "dep", "collective", "splitting"),
+    "heavy_top": ("rk4", "gl2", "gl4", "dep", "collective", "splitting"),
+    "heavy_top_n": ("rk4", "gl2", "gl4", "dep", "splitting"),
+    "lagrange_top": ("rk4", "gl2", "gl4", "suris", "dep", "collective", "splitting"),
+    "clebsch_case": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective", "splitting"),
+    "neumann": ("rk4", "gl2", "gl4", "suris-clebsch", "dep", "collective", "splitting"),
     "kida_vortex": ("rk4", "gl2", "gl4", "collective"),
     "movable_base_top": ("rk4", "gl2", "gl4", "dep", "collective"),
     **{name: _NONHOLONOMIC for name in ("veselova", "veselova_n", "chaplygin_sphere", "rubber_chaplygin_sphere",
@@ -187,6 +187,9 @@ def _methods() -> dict[str, MethodEntry]:
                     lambda s: lpjax.Collective(lpjax.GaussLegendre(2))),
         MethodEntry("projected-gl4", "GL4 followed by the projection onto a constraint (nonholonomic systems)",
                     lambda s: lpjax.Projected(lpjax.GaussLegendre(2)), ("projected",)),
+        MethodEntry("splitting", "explicit Lie-Poisson splitting into exact coadjoint flows, the pieces the system has "
+                    "(H = sum A_kk mu_k^2 / 2 + b_k mu_k: rigid bodies, heavy and Lagrange tops, Clebsch cases)",
+                    lambda s: lpjax.LiePoissonSplitting.for_system(s), ("lie-poisson-splitting",)),
     ]
     return {e.name: e for e in entries}
 
@@ -210,6 +213,17 @@ def find_system(name: str) -> SystemEntry:
 
 def find_method(name: str) -> MethodEntry:
     key = name.lower()
+    inner, sep, scheme = key.partition(":")
+    if sep:  # INNER:SCHEME, a composition of the inner method's steps
+        from ._integrator import COMPOSITION_SCHEMES, Composition
+
+        if scheme not in COMPOSITION_SCHEMES:
+            raise ValueError(f"unknown composition scheme {scheme!r} in {name!r}; choose one of "
+                             f"{', '.join(COMPOSITION_SCHEMES)}")
+        base = find_method(inner)
+        order = COMPOSITION_SCHEMES[scheme].order
+        return MethodEntry(key, f"{base.name} composed by {scheme} (order {order} from a symmetric method)",
+                           lambda s: Composition(base.build(s), scheme))
     if key.startswith("gl") and key[2:].isdigit():
         order = int(key[2:])
         if order < 2 or order % 2:

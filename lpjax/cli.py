@@ -174,6 +174,10 @@ def list_cmd(pairs):
         alias = f" (aliases: {', '.join(m.aliases)})" if m.aliases else ""
         click.echo(f"  {m.name:24s} {m.summary}{alias}")
     click.echo(f"  {'gl<2s>':24s} Gauss-Legendre with s stages (gl2, gl4, gl6, gl8, ...)")
+    from ._integrator import COMPOSITION_SCHEMES
+
+    click.echo(f"  {'INNER:SCHEME':24s} a composition of a symmetric method's steps (splitting:kahan-li6, mv:triple-jump, "
+               "gl4:suzuki); schemes: " + ", ".join(f"{k} (order {v.order})" for k, v in COMPOSITION_SCHEMES.items()))
     click.echo("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
 
 
