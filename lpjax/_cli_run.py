@@ -45,6 +45,30 @@ def _run_with_progress(system, method, y0, dt, n_steps, save_every, progress: bo
     return type(sol)(ts=ts, ys=ys, result=result, stats=stats, gs=None, state=sol.state), time.perf_counter() - t
 
 
+def _run_adaptive(system, method, y0, dt0, t1: float, saves: int, rtol: float, atol: float):
+    """One member of an adaptive ensemble (its own PID-controlled steps, stepping onto ``saves``
+    equally spaced save times to ``t1``), as a :class:`lpjax.Solution` (``stats``: the accepted
+    and rejected steps)."""
+    import jax.numpy as jnp
+
+    from ._controller import PIDController
+    from ._ensemble import ensemble
+    from ._integrate import Solution
+    from ._integrator import RESULTS
+
+    t = time.perf_counter()
+    ts = np.linspace(t1 / saves, t1, saves)
+    ts[-1] = t1
+    out = ensemble(system, method, np.asarray(y0)[None], dt0, t1=float(t1), ts=ts,
+                   controller=PIDController(rtol=rtol, atol=atol), progress=False)
+    wall = time.perf_counter() - t
+    stats = {k: jnp.asarray(v[0]) for k, v in out.stats.items()}
+    result = getattr(RESULTS, out.result_names[int(out.result[0])])
+    sol = Solution(ts=jnp.asarray(out.ts), ys=jnp.asarray(out.observables["state"][0]), result=result, stats=stats,
+                   gs=None, state=None)
+    return sol, wall
+
+
 def _result_text(result) -> str:
     from ._integrator import RESULTS
 

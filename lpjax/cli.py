@@ -25,7 +25,7 @@ import numpy as np
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
 from ._cli_args import (_as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _whole_steps,
                         _writable_target)
-from ._cli_run import _result_text, _run_metadata, _run_with_progress, _write_npz
+from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _write_npz
 
 _MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
@@ -197,13 +197,22 @@ def list_cmd(pairs):
 @click.option("--out", help="write ts, ys and metadata to this .npz file")
 @click.option("--plot", help="write a PNG of the state and invariant errors")
 @click.option("--progress/--no-progress", default=None, help=f"a progress bar (default: runs of >= {_PROGRESS_STEPS} steps)")
-def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
+@click.option("--rtol", type=float, help="adaptive steps (Gauss-Legendre, collective): the PID controller's relative "
+                                         "tolerance (diffrax's); --dt is then the first step, --saves equally spaced "
+                                         "save times to --t1")
+@click.option("--atol", type=float, help="adaptive steps: the absolute tolerance (default: --rtol)")
+def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol, atol):
     """Integrate SYSTEM from the zoo and report its invariant errors."""
     _positive_finite(dt, "--dt")
     _positive_finite(t1, "--t1")
     if saves < 1:
         raise _Failure(f"--saves must be >= 1, got {saves}")
-    n_steps = _whole_steps(t1, dt, _MAX_STEPS)
+    adaptive = rtol is not None or atol is not None
+    if adaptive:
+        rtol, atol = (atol if rtol is None else rtol), (rtol if atol is None else atol)
+        _positive_finite(rtol, "--rtol")
+        _positive_finite(atol, "--atol")
+    n_steps = None if adaptive else _whole_steps(t1, dt, _MAX_STEPS)
     if out:
         _writable_target(out, "--out", ".npz")
     if plot:
@@ -213,19 +222,27 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress):
     from ._catalog import build
 
     entry, resolved, sys_, meth, state = build(system, method, params, _parse_y0(y0))
-    save_every = _save_every(n_steps, saves)  # a divisor: the run ends at --t1
-    sol, wall = _run_with_progress(sys_, meth, state, dt, n_steps, save_every,
-                                   n_steps >= _PROGRESS_STEPS if progress is None else progress)
+    if adaptive:
+        sol, wall = _run_adaptive(sys_, meth, state, dt, t1, saves, rtol, atol)
+        n_steps, save_every = int(sol.stats["num_accepted_steps"]), None
+    else:
+        save_every = _save_every(n_steps, saves)  # a divisor: the run ends at --t1
+        sol, wall = _run_with_progress(sys_, meth, state, dt, n_steps, save_every,
+                                       n_steps >= _PROGRESS_STEPS if progress is None else progress)
     from .diagnostics import relative_invariant_error
 
     e = np.asarray(relative_invariant_error(sys_.energy, sol.ys))
     c = np.asarray(relative_invariant_error(sys_.casimirs, sol.ys)).reshape(len(sol.ys), -1)
-    click.echo(f"{entry.name} with {method}: {n_steps} steps of {dt} to t = {float(sol.ts[-1]):g} ({wall:.2f} s)")
+    steps = (f"{n_steps} accepted steps ({int(sol.stats['num_rejected_steps'])} rejected) at rtol {rtol:g}, atol "
+             f"{atol:g}" if adaptive else f"{n_steps} steps of {dt}")
+    click.echo(f"{entry.name} with {method}: {steps} to t = {float(sol.ts[-1]):g} ({wall:.2f} s)")
     click.echo(f"  result                      {_result_text(sol.result)}")
     click.echo(f"  max relative energy error   {e.max():.3e}")
     click.echo(f"  max relative Casimir error  {(c.max() if c.size else 0.0):.3e}")
     if out:
         meta = _run_metadata(entry.name, resolved, method, meth, dt, n_steps, save_every, state, sol, wall)
+        if adaptive:  # dt: the first step; n_steps: those accepted
+            meta.update(rtol=rtol, atol=atol)
         _write_npz(out, ts=np.asarray(sol.ts), ys=np.asarray(sol.ys), metadata=np.array(json.dumps(meta)))
         click.echo(f"  wrote {out}")
     if plot:
