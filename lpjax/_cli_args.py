@@ -54,6 +54,14 @@ def _whole_steps(t1: float, dt: float, most: int) -> int:
     return n
 
 
+def _tolerances(rtol: Optional[float], atol: Optional[float]) -> Optional[tuple]:
+    """``(rtol, atol)`` of an adaptive run (either given: the other defaults to it), or None."""
+    if rtol is None and atol is None:
+        return None
+    rtol, atol = (atol if rtol is None else rtol), (rtol if atol is None else atol)
+    return _positive_finite(rtol, "--rtol"), _positive_finite(atol, "--atol")
+
+
 def _save_every(n_steps: int, saves: int) -> int:
     """The largest divisor of ``n_steps`` that is at most ``n_steps // saves`` (at least 1): at
     least ``saves`` saves, the last at the end of the run."""

@@ -75,7 +75,15 @@ def _result_text(result) -> str:
     return "successful" if result == RESULTS.successful else f"failed: {RESULTS[result]}"
 
 
-def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, y0, sol, wall) -> dict:
+def _steps_text(sol, n_steps, dt, tol) -> str:
+    if tol is None:
+        return f"{n_steps} steps of {dt}"
+    return (f"{n_steps} accepted steps ({int(sol.stats['num_rejected_steps'])} rejected) at rtol {tol[0]:g}, "
+            f"atol {tol[1]:g}")
+
+
+def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, y0, sol, wall, tol=None) -> dict:
+    """The run's record (with ``tol``, an adaptive run's: dt is its first step, n_steps those accepted)."""
     import equinox as eqx
     import jax
 
@@ -88,6 +96,7 @@ def _run_metadata(system, params, method_name, method, dt, n_steps, save_every, 
         "dt": dt, "t0": 0.0, "n_steps": n_steps, "save_every": save_every, "y0": np.asarray(y0).tolist(),
         "result": _result_text(sol.result), "stats": {k: v.item() for k, v in ((k, np.asarray(v)) for k, v in sol.stats.items())}, "wall_time_s": wall,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **({} if tol is None else {"rtol": tol[0], "atol": tol[1]}),
     }
 
 

@@ -9,13 +9,9 @@ work and written atomically.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shlex
-import signal
 import sys
-import threading
 import time
 from typing import Optional, Sequence
 
@@ -23,9 +19,10 @@ import click
 import numpy as np
 
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
-from ._cli_args import (_as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _whole_steps,
-                        _writable_target)
-from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _write_npz
+from ._cli_args import (_as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _tolerances,
+                        _whole_steps, _writable_target)
+from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _steps_text, _write_npz
+from ._cli_signals import _interrupts, _resume_hint
 
 _MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
@@ -56,40 +53,6 @@ class _Group(click.Group):
 def cli(ctx, debug):
     """Structure-preserving Lie-Poisson integrators."""
     ctx.obj = {"debug": debug}
-
-
-@contextlib.contextmanager
-def _interrupts():
-    """Ctrl-C and SIGTERM during a run: the first stops it once the chunks running are written
-    (``KeyboardInterrupt``, which :func:`main` turns into exit status 130 and the command that
-    resumes); a second ends the process at once (what the chunks running had done is lost)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    seen = []
-
-    def handler(signum, frame):
-        seen.append(signum)
-        if len(seen) > 1:
-            print("lpjax: interrupted twice: stopped at once, without the chunks that were running", file=sys.stderr,
-                  flush=True)
-            os._exit(130)
-        raise KeyboardInterrupt
-
-    before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    yield  # after an interrupt the handler stays: the process is on its way out, joining its threads
-    for sig, h in before.items():
-        signal.signal(sig, h)
-
-
-def _resume_hint(argv: list) -> str:
-    """For an interrupted ``lpjax ensemble --out STORE``: where its finished chunks are, and the
-    command that finishes the run."""
-    if not argv or argv[0] != "ensemble" or "--out" not in argv:
-        return ""
-    store = argv[argv.index("--out") + 1] if argv.index("--out") + 1 < len(argv) else "the store"
-    again = argv if "--resume" in argv else [*argv, "--resume"]
-    return f"; the finished chunks are in {store}; resume with: lpjax {shlex.join(again)}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -207,12 +170,8 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
     _positive_finite(t1, "--t1")
     if saves < 1:
         raise _Failure(f"--saves must be >= 1, got {saves}")
-    adaptive = rtol is not None or atol is not None
-    if adaptive:
-        rtol, atol = (atol if rtol is None else rtol), (rtol if atol is None else atol)
-        _positive_finite(rtol, "--rtol")
-        _positive_finite(atol, "--atol")
-    n_steps = None if adaptive else _whole_steps(t1, dt, _MAX_STEPS)
+    tol = _tolerances(rtol, atol)  # (rtol, atol) of adaptive steps, or None
+    n_steps = None if tol else _whole_steps(t1, dt, _MAX_STEPS)
     if out:
         _writable_target(out, "--out", ".npz")
     if plot:
@@ -222,8 +181,8 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
     from ._catalog import build
 
     entry, resolved, sys_, meth, state = build(system, method, params, _parse_y0(y0))
-    if adaptive:
-        sol, wall = _run_adaptive(sys_, meth, state, dt, t1, saves, rtol, atol)
+    if tol:
+        sol, wall = _run_adaptive(sys_, meth, state, dt, t1, saves, *tol)
         n_steps, save_every = int(sol.stats["num_accepted_steps"]), None
     else:
         save_every = _save_every(n_steps, saves)  # a divisor: the run ends at --t1
@@ -233,16 +192,13 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
 
     e = np.asarray(relative_invariant_error(sys_.energy, sol.ys))
     c = np.asarray(relative_invariant_error(sys_.casimirs, sol.ys)).reshape(len(sol.ys), -1)
-    steps = (f"{n_steps} accepted steps ({int(sol.stats['num_rejected_steps'])} rejected) at rtol {rtol:g}, atol "
-             f"{atol:g}" if adaptive else f"{n_steps} steps of {dt}")
-    click.echo(f"{entry.name} with {method}: {steps} to t = {float(sol.ts[-1]):g} ({wall:.2f} s)")
+    click.echo(f"{entry.name} with {method}: {_steps_text(sol, n_steps, dt, tol)} to t = {float(sol.ts[-1]):g} "
+               f"({wall:.2f} s)")
     click.echo(f"  result                      {_result_text(sol.result)}")
     click.echo(f"  max relative energy error   {e.max():.3e}")
     click.echo(f"  max relative Casimir error  {(c.max() if c.size else 0.0):.3e}")
     if out:
-        meta = _run_metadata(entry.name, resolved, method, meth, dt, n_steps, save_every, state, sol, wall)
-        if adaptive:  # dt: the first step; n_steps: those accepted
-            meta.update(rtol=rtol, atol=atol)
+        meta = _run_metadata(entry.name, resolved, method, meth, dt, n_steps, save_every, state, sol, wall, tol)
         _write_npz(out, ts=np.asarray(sol.ts), ys=np.asarray(sol.ys), metadata=np.array(json.dumps(meta)))
         click.echo(f"  wrote {out}")
     if plot:
