@@ -100,3 +100,11 @@ def test_ctrl_c_from_python_raises_keyboard_interrupt_with_the_store_resumable(t
     b = eval(run.format(out=str(tmp_path / "cut.zarr"), resume=True), env)
     a = lpjax.open_ensemble(str(tmp_path / "whole.zarr"))
     np.testing.assert_array_equal(np.asarray(a.final_state), np.asarray(b.final_state))
+
+
+def test_the_progress_bar_counts_chunks_and_shows_members_per_second(tmp_path, capsys):
+    system = lpjax.systems.rigid_body(jnp.array([1.0, 2.0, 3.0]))
+    y0s = np.random.default_rng(0).normal(size=(1024, 3))
+    lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.01, 200, out=str(tmp_path / "s.zarr"), progress=True)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert re.search(r"8/8 \[.*chunk/s, 1024 members x 200 steps, [0-9.e+]+ members/s\]", last), last

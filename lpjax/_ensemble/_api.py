@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import sys
+import time
 from typing import Callable, Optional, Union
 
 import equinox as eqx
@@ -358,6 +359,12 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
 
     bar = tqdm(total=len(todo), unit="chunk", disable=not show,
                desc="ensemble", postfix=f"{plan.members} members x {plan.n_steps} steps")
+    start = time.perf_counter()
+
+    def finished() -> None:  # a chunk more, and the members a second so far
+        bar.update()
+        rate = min(bar.n * plan.chunk, plan.members) / max(time.perf_counter() - start, 1e-9)
+        bar.set_postfix_str(f"{plan.members} members x {plan.n_steps} steps, {rate:.3g} members/s")
     with bar:
         if plan.kernel != "native" and plan.workers == 1:
             with concurrent.futures.ThreadPoolExecutor(1) as writer:
@@ -369,12 +376,12 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
                     started = now
                     while len(written) > 1:  # the device holds at most two chunks' outputs
                         written.pop(0).result()
-                        bar.update()
+                        finished()
                 if started is not None:
                     written.append(writer.submit(_collect, results, *started))
                 for w in written:
                     w.result()
-                    bar.update()
+                    finished()
             return
 
         def compute(k: int) -> None:
@@ -385,13 +392,13 @@ def _run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results,
 
         if todo:  # the first chunk alone: it compiles
             compute(todo[0])
-            bar.update()
+            finished()
         if todo[1:]:
             pool = concurrent.futures.ThreadPoolExecutor(plan.workers)
             try:
                 for fut in concurrent.futures.as_completed([pool.submit(compute, k) for k in todo[1:]]):
                     fut.result()
-                    bar.update()
+                    finished()
             except BaseException:  # Ctrl-C, or a chunk's error: the chunks running finish and are written (a
                 pool.shutdown(wait=True, cancel_futures=True)  # store stays resumable), the others never start
                 raise
