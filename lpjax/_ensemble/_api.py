@@ -173,10 +173,10 @@ def _refuse_transforms(*args) -> None:
         raise TypeError(
             "ensemble runs eagerly (it plans chunks, writes stores and draws progress on the host), so it cannot run "
             f"under jax.jit, vmap or grad (got a traced {type(traced[0]).__name__}). Its transformable form is "
-            "lpjax.ensemble_function: f = lpjax.ensemble_function(system, method, dt, n_steps, save_every=..., "
-            "batched_system=True) once, outside the transform; then call f(y0s) (or f(y0s, "
-            "eqx.filter(systems, eqx.is_array)) for parameters) inside it, e.g. "
-            "jax.grad(lambda p: loss(f(y0s, make_systems(p)))).")
+            "lpjax.ensemble_function: make f = lpjax.ensemble_function(system, method, dt, n_steps) once, outside "
+            "the transform, and call f(y0s) inside it; over parameters, make it with batched_system=True and call "
+            "f(y0s, eqx.filter(systems, eqx.is_array)), e.g. jax.grad(lambda p: loss(f(y0s, "
+            "eqx.filter(make_systems(p), eqx.is_array)))).")
 
 
 def ensemble(
