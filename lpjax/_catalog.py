@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 __all__ = ["SYSTEMS", "METHODS", "LISTED_METHODS", "find_system", "find_method", "parse_params", "supported_methods",
-           "format_value"]
+           "format_value", "listing"]
 
 _NONHOLONOMIC = ("rk4", "gl2", "gl4", "projected-gl4")
 # the methods that run each system with its default parameters (what supported_methods finds)
@@ -305,3 +305,26 @@ def build(system_name: str, method_name: str, params=(), y0: Optional[list] = No
     state = np.asarray(entry.state(system, params) if y0 is None else y0, dtype=float)
     system.check_state(state)
     return entry, params, system, method, state
+
+
+def listing(pairs: bool, figures: list) -> list[str]:
+    """The lines of ``lpjax list``: the systems with their parameters (and, with ``pairs``, the
+    methods that run each, from :data:`LISTED_METHODS`: no system is built), the methods, the
+    compositions with their orders, and ``figures``."""
+    from ._integrator import COMPOSITION_SCHEMES
+
+    lines = ["systems (lpjax run SYSTEM [--param name=value ...]):"]
+    for e in SYSTEMS.values():
+        alias = f" (aliases: {', '.join(e.aliases)})" if e.aliases else ""
+        lines += [f"  {e.name:24s} {e.summary}{alias}",
+                  f"  {'':24s} parameters: " + ", ".join(f"{k}={format_value(v)}" for k, v in e.params.items())]
+        if pairs:
+            lines.append(f"  {'':24s} methods: {', '.join(LISTED_METHODS[e.name])}")
+    lines.append("methods (--method):")
+    for m in METHODS.values():
+        alias = f" (aliases: {', '.join(m.aliases)})" if m.aliases else ""
+        lines.append(f"  {m.name:24s} {m.summary}{alias}")
+    lines += [f"  {'gl<2s>':24s} Gauss-Legendre with s stages (gl2, gl4, gl6, gl8, ...)",
+              f"  {'INNER:SCHEME':24s} a composition of a symmetric method's steps (splitting:kahan-li6, mv:triple-jump, "
+              "gl4:suzuki); schemes: " + ", ".join(f"{k} (order {v.order})" for k, v in COMPOSITION_SCHEMES.items())]
+    return lines + ["figures (lpjax reproduce):"] + [f"  {f}" for f in figures] + ["  all"]

@@ -123,25 +123,9 @@ def _complete_figure(ctx, param, incomplete):
 @click.option("--pairs/--no-pairs", default=True, help="list the methods that run each system (builds every system)")
 def list_cmd(pairs):
     """List systems (with parameters and aliases), methods and figures."""
-    from ._catalog import LISTED_METHODS, METHODS, SYSTEMS, format_value
+    from ._catalog import listing
 
-    click.echo("systems (lpjax run SYSTEM [--param name=value ...]):")
-    for e in SYSTEMS.values():
-        alias = f" (aliases: {', '.join(e.aliases)})" if e.aliases else ""
-        click.echo(f"  {e.name:24s} {e.summary}{alias}")
-        click.echo(f"  {'':24s} parameters: " + ", ".join(f"{k}={format_value(v)}" for k, v in e.params.items()))
-        if pairs:
-            click.echo(f"  {'':24s} methods: {', '.join(LISTED_METHODS[e.name])}")
-    click.echo("methods (--method):")
-    for m in METHODS.values():
-        alias = f" (aliases: {', '.join(m.aliases)})" if m.aliases else ""
-        click.echo(f"  {m.name:24s} {m.summary}{alias}")
-    click.echo(f"  {'gl<2s>':24s} Gauss-Legendre with s stages (gl2, gl4, gl6, gl8, ...)")
-    from ._integrator import COMPOSITION_SCHEMES
-
-    click.echo(f"  {'INNER:SCHEME':24s} a composition of a symmetric method's steps (splitting:kahan-li6, mv:triple-jump, "
-               "gl4:suzuki); schemes: " + ", ".join(f"{k} (order {v.order})" for k, v in COMPOSITION_SCHEMES.items()))
-    click.echo("figures (lpjax reproduce):\n  " + "\n  ".join(_figure_names()) + "\n  all")
+    click.echo("\n".join(listing(pairs, _figure_names())))
 
 
 # ----------------------------------------------------------------------------- run
@@ -255,11 +239,7 @@ def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread,
     from ._ensemble._processes import initialize, launch_local, launched
     from ._ensemble._store import check_store_path
 
-    try:
-        check_store_path(out, "--out")  # before any work, and before starting processes
-    except ValueError as e:
-        raise _Failure(str(e)) from None
-
+    check_store_path(out, "--out")  # before any work, and before starting processes (main reports its ValueError)
     if (processes or 1) > 1:
         args = _as_args(click.get_current_context(), ("processes", "distributed"))
         if code := launch_local(processes, ["-c", _CHILD, "ensemble", *args, "--distributed"]):

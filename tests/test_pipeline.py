@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lpjax
-from lpjax._ensemble import _api, _plan
+from lpjax._ensemble import _plan, _runner
 from lpjax._ensemble._state_saves import StateSaves
 from lpjax.systems import rigid_body
 
@@ -25,7 +25,7 @@ def test_chunk_k_plus_1_is_dispatched_before_chunk_k_is_fetched(monkeypatch):
     bit."""
     threaded = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.05, 40, save_every=10, chunk_size=100, kernel="scan")
     events, lock = [], threading.Lock()
-    dispatch, collect = _api._dispatch, _api._collect
+    dispatch, collect = _runner._dispatch, _runner._collect
 
     def logged_dispatch(plan, fn, inp, dyn, k, keep):
         with lock:
@@ -37,8 +37,8 @@ def test_chunk_k_plus_1_is_dispatched_before_chunk_k_is_fetched(monkeypatch):
             events.append(("collect", k, threading.get_ident()))
         return collect(results, k, lo, hi, outs)
 
-    monkeypatch.setattr(_api, "_dispatch", logged_dispatch)
-    monkeypatch.setattr(_api, "_collect", logged_collect)
+    monkeypatch.setattr(_runner, "_dispatch", logged_dispatch)
+    monkeypatch.setattr(_runner, "_collect", logged_collect)
     monkeypatch.setattr(_plan.os, "cpu_count", lambda: 1)  # one worker thread: the pipeline
     sol = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.05, 40, save_every=10, chunk_size=100, kernel="scan")
     at = {(what, k): i for i, (what, k, _) in enumerate(events)}

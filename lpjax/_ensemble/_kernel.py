@@ -28,12 +28,11 @@ from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
 from ._adaptive import dearest_first
-from ._validate import checked_members
-from .._checks import as_numbers, external_stacklevel, invalid_as_nan, refuse_silent_float32
+from ._validate import checked_inputs
+from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
-from .._system import guarded
 from ._kernels import Unfusable, members_last, native_available, native_program, run_fused, run_native, run_native_host
 
 __all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
@@ -328,24 +327,12 @@ class EnsembleFunction(eqx.Module):
             if sizes != {N}:
                 raise ValueError(f"ensemble function: y0s has N = {N} members, the batched system's arrays have leading "
                                  f"sizes {sorted(sizes, key=str)}")
-        y0s = self._guarded(dyn, y0s)
+        y0s = checked_inputs(self.member, dyn, self.batched, y0s)  # a traced system's values, in the program
         try:
             return self._run(dyn, y0s, self.kernel)
         except Unfusable as e:
             self._fell_back(e)
             return self._run(dyn, y0s, "scan")
-
-    def _guarded(self, dyn: PyTree, y0s: Array) -> Array:
-        """``y0s``, checked in the program against the method family's checks of values
-        (:meth:`lpjax.AbstractFamily.guard`) where the system's arrays are traced (a fit, a
-        user's ``jit``): as everywhere in an ensemble, a bad member fails alone, here with a NaN
-        initial state (``RESULTS.invalid_initial_state``), with no host callback in the program
-        (which then lowers for a GPU as it did)."""
-        method = self.member.method
-        with invalid_as_nan():
-            if not self.batched:
-                return guarded(method.family, self.member.system(dyn), y0s)
-            return checked_members(self.member.system(dyn), method, "ensemble function", y0s, structure=False)
 
     def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
         """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member

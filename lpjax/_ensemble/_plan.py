@@ -104,7 +104,7 @@ def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtyp
     if kernel == "native":
         devices = None
     # threads computing chunks side by side: on CPU's scan and entries kernels; the native kernel has its own,
-    # and a device is fed by one thread's pipeline (ensemble's _run_chunks)
+    # and a device is fed by one thread's pipeline (ensemble's run_chunks)
     workers = max(1, min(os.cpu_count() or 1, 4)) if platform == "cpu" and not devices and kernel != "native" else 1
     chunk = min(chunk_size or (CPU_CHUNK if platform == "cpu" and kernel != "native" else ACCEL_CHUNK), members)
     if chunk_size is None:  # a chunk per worker thread (on CPU, a block at least) and per process

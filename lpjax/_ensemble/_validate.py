@@ -14,12 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import cast_floats, checked_value, eval_shape_cached, is_traced, positive_int, run_dtype
+from .._checks import cast_floats, checked_value, eval_shape_cached, invalid_as_nan, is_traced, positive_int, run_dtype
 from .._integrator import AbstractIntegrator
+from .._system import guarded
 from .._memo import by_identity
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
-           "checked_members"]
+           "checked_members", "checked_inputs"]
 
 
 # -------------------------------------------------------------------------------- observables
@@ -113,6 +114,18 @@ def checked_members(system, method, who: str, y0s=None, structure: bool = True):
     if np.any(flags):
         raise ValueError(f"{who}: members {np.flatnonzero(flags)[:10].tolist()} of the batched system: {message}")
     return y0s
+
+
+def checked_inputs(member, dyn, batched: bool, y0s):
+    """``y0s`` of an ensemble function's call, checked in the program against the method
+    family's checks of values (:meth:`AbstractFamily.guard`) where the system's arrays are traced
+    (a fit, a user's ``jit``): as everywhere in an ensemble, a bad member fails alone, here with a
+    NaN initial state (``RESULTS.invalid_initial_state``), and no host callback enters the
+    program (which then lowers for a GPU as it did)."""
+    with invalid_as_nan():
+        if not batched:
+            return guarded(member.method.family, member.system(dyn), y0s)
+        return checked_members(member.system(dyn), member.method, "ensemble function", y0s, structure=False)
 
 
 def member_flags(system, method, structure: bool = True) -> tuple:

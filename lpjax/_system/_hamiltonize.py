@@ -1,6 +1,6 @@
 """Chaplygin's reducing multiplier: the n-dimensional Veselova problem as a Hamiltonian system
 on T*S^{n−1} after a change of time (seed 001, sec. 4; Fedorov & Jovanović 2004;
-``shared/seeds/001-equations.md``, fact 6).
+``docs/seeds/seed001-equations.md``, fact 6).
 
 On the constraint the state is fixed by γ and γ' (Ω = γγ'ᵀ − γ'γᵀ, so that γ' = −Ωγ). In the
 chart γ = (q, sqrt(1 − |q|²)) of the upper hemisphere the reduced Lagrangian is

@@ -1,5 +1,5 @@
 """Nonholonomic LR and L+R systems on so(n) × (Rⁿ)ʳ (seed 001; the rebuilt equations are in
-``shared/seeds/001-equations.md``).
+``docs/seeds/seed001-equations.md``).
 
 State ``x = (k, γ_1, …, γ_r, ξ_1, …, ξ_m)``: the momentum ``k = J(γ, ξ)Ω`` in so(n)
 coordinates (the vector form of :func:`lpjax.algebras.so3` for n = 3, the orthonormal

@@ -1,7 +1,7 @@
 """Seed 001 (Jovanović, *LR and L+R systems*): the nonholonomic rigid bodies, checked.
 
 The paper has no numerical figures; this target draws what its statements predict
-(``shared/seeds/001-equations.md``), one PNG ``seed001-fig1.png`` of four panels:
+(``docs/seeds/seed001-equations.md``), one PNG ``seed001-fig1.png`` of four panels:
 
 * (a) the rubber Chaplygin sphere (I, D) and Veselova's problem with inertia I + D·1 from one
   state: the same trajectory γ(t) (sec. 6; their difference is recorded);
@@ -128,7 +128,7 @@ def _fig1(runs, spec: _Spec, t1: float):
         "description": "nonholonomic LR and L+R systems: constraint and integrals under GL4 vs RK4, the rubber "
                        "sphere as Veselova with inertia I + D, invariant densities by div(rho f)",
         "system": "veselova, rubber_chaplygin_sphere, chaplygin_sphere, lplusr, spherical_support (seed 001; "
-                  "shared/seeds/001-equations.md)",
+                  "docs/seeds/seed001-equations.md)",
         "parameters": {"inertia": list(I3), "D": D, "points_per_density": _POINTS},
         "methods": {"GL4": "GaussLegendre(2)", "RK4": "RK4", "equivalence": "GaussLegendre(3), dt/4"},
         "x0": np.asarray(x0).tolist(),

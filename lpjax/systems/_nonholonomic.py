@@ -1,6 +1,6 @@
 """Nonholonomic rigid bodies of seed 001 (Jovanović, *LR and L+R systems*): Veselova's
 problem, the Chaplygin and rubber Chaplygin spheres, L+R systems and the spherical support.
-Equations, densities and integrals: ``shared/seeds/001-equations.md`` (the seed's copy lost its
+Equations, densities and integrals: ``docs/seeds/seed001-equations.md`` (the seed's copy lost its
 formulas) and :class:`lpjax.NonholonomicSystem`."""
 
 from __future__ import annotations
