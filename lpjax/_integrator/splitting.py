@@ -276,7 +276,7 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
         d = system.algebra.dim
         A, b = quadratic_pieces(system, y.dtype)
         x, kept = [y[j] for j in range(d)], []
-        for k, quadratic, share, flow, cayley, cut in self._flows(system):
+        for k, quadratic, share, flow, cayley, _ in self._flows(system):
             rate = A[k] * x[k] if quadratic else b[k]
             theta = (share * dt) * rate
             coefficients = flow_coefficients(flow, theta, cayley, d)
