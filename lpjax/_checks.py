@@ -1,14 +1,15 @@
 """Argument validators shared by every layer: one place for each kind of check.
 
 Concrete input is checked eagerly and raises ``ValueError`` naming the argument and what was
-expected; traced input (under ``jit``/``vmap``/``grad``) is checked with ``eqx.error_if``, or,
-inside :func:`invalid_as_nan` (a fit's trial parameters), made NaN.
+expected; traced input (under ``jit``/``vmap``/``grad``) is checked with :func:`error_if` at run
+time, or, inside :func:`invalid_as_nan` (a fit's trial parameters), made NaN.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import os
 import sys
@@ -27,6 +28,7 @@ __all__ = [
     "invalid_as_nan",
     "is_traced",
     "checked_value",
+    "error_if",
     "positive_int",
     "optional_tol",
     "as_float",
@@ -125,13 +127,37 @@ def invalid_as_nan() -> Iterator[None]:
         _INVALID_AS_NAN.reset(token)
 
 
+def _with_short_traceback(error: Exception) -> Iterator[Exception]:
+    try:
+        raise error
+    except Exception as e:
+        yield e
+
+
+def _fail(message: str, bad) -> None:
+    if bool(np.any(bad)):
+        # JAX reports an exception raised in a host callback as its traceback text, written from
+        # the innermost frame outwards: raised from a suspended generator (a frame without a
+        # caller), the text is one frame and the message, not the whole stack of the user's call.
+        raise next(_with_short_traceback(ValueError(message)))
+
+
+def error_if(x: Array, bad, message: str) -> Array:
+    """``x``, raising ``ValueError(message)`` at run time where ``bad`` holds (any member of a
+    ``vmap``). Unlike ``eqx.error_if``, which needs ``eqx.filter_jit`` outside to read well, the
+    error under a user's ``jax.jit`` names the message within its first lines; gradients pass."""
+    bad = eqx.internal.unvmap_any(jnp.any(bad))
+    return jax.lax.cond(bad, lambda v: (jax.debug.callback(functools.partial(_fail, message), bad), v)[1],
+                        lambda v: v, x)
+
+
 def checked_value(x: Array, bad, message: str) -> Array:
     """``x``, where ``bad`` is false: a concrete ``bad`` raises ``ValueError`` at once, a traced
-    one with ``eqx.error_if`` at run time (or, inside :func:`invalid_as_nan`, makes ``x`` NaN)."""
+    one with :func:`error_if` at run time (or, inside :func:`invalid_as_nan`, makes ``x`` NaN)."""
     if is_traced(bad):
         if _INVALID_AS_NAN.get():
             return jnp.where(bad, jnp.nan, x)
-        return eqx.error_if(x, bad, message)
+        return error_if(x, bad, message)
     if bool(bad):
         raise ValueError(f"{message}, got {x}")
     return x

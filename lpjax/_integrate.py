@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from ._adjoint import loop
-from ._checks import as_numbers, cast_floats, finite_scalar, is_traced, positive_int, real_number, run_dtype
+from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, positive_int, real_number, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 from ._system import AbstractSystem, guarded
 
@@ -131,8 +131,8 @@ def _has_stepped_adjoint(method: AbstractIntegrator) -> bool:
 @eqx.filter_jit
 def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw: bool, adjoint: str,
                state0=None) -> Solution:
-    y0 = eqx.error_if(y0, ~jnp.all(jnp.isfinite(y0)), "y0 must be finite; it contains NaN or inf")
-    dt = eqx.error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "dt must be finite and > 0")
+    y0 = error_if(y0, ~jnp.all(jnp.isfinite(y0)), "integrate: y0 must be finite; it contains NaN or inf")
+    dt = error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "integrate: dt must be finite and > 0")
     rdtype = y0.dtype
     if state0 is None:
         state0 = method.init(system, y0, dt)
@@ -266,8 +266,9 @@ def integrate(
 
     Bad input raises ``ValueError``/``TypeError`` before tracing (a system outside the
     method's family, a non-scalar or non-positive ``dt``, a non-finite ``y0``); with traced
-    ``y0``/``dt``, non-finite or non-positive values raise an ``EquinoxRuntimeError`` at run
-    time. With ``throw=True`` a failed step raises once at the end: a ``RuntimeError`` whose
+    ``y0``/``dt``, non-finite or non-positive values raise at run time: a ``JaxRuntimeError``
+    whose first lines hold the ``ValueError`` and its message, under ``jax.jit`` as under
+    ``eqx.filter_jit``. With ``throw=True`` a failed step raises once at the end: a ``RuntimeError`` whose
     first words are the :class:`RESULTS` message (what to try), or, under an outer
     ``jit``/``vmap``/``grad``, an ``EquinoxRuntimeError`` with it; with ``throw=False`` inspect
     ``Solution.result``. ``y0`` may be a list or tuple (integers become float64).

@@ -316,3 +316,31 @@ def test_ensemble_under_a_transform_names_its_transformable_form():
             transform(loss)(I)
     with pytest.raises(TypeError, match="ensemble_function"):
         jax.jit(lambda y: lpjax.ensemble(rigid_body(I), lpjax.GaussLegendre(2), y, 0.01, 10).final_state)(y0s)
+
+
+def _first_chars(run, n=400) -> str:
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(run())
+    return str(info.value)[:n]
+
+
+def test_a_check_inside_a_users_jit_leads_its_error_with_lpjax_message():
+    """Before: a CpuCallback traceback of the user's whole stack, the message at its end."""
+    rb = rigid_body(I)
+
+    def run(y, dt):
+        return lpjax.integrate(rb, lpjax.GaussLegendre(2), y, dt, 10).ys
+
+    assert "ValueError: integrate: dt must be finite and > 0" in _first_chars(lambda: jax.jit(run)(Y0, -0.1))
+    assert "y0 must be finite" in _first_chars(lambda: jax.jit(run)(Y0.at[1].set(jnp.nan), 0.1))
+    assert "dt must be finite" in _first_chars(lambda: jax.jit(jax.vmap(run, (None, 0)))(Y0, jnp.array([0.1, -0.1])))
+    assert "dt must be finite" in _first_chars(lambda: jax.jit(jax.grad(lambda dt: run(Y0, dt).sum()))(-0.1))
+    # a family's declared data, checked in the program
+    assert "mass_tensor disagrees with its energy" in _first_chars(
+        lambda: jax.jit(lambda inertia: lpjax.integrate(lpjax.LiePoissonSystem(SO3, Declared(inertia, inertia), -1),
+                                                        lpjax.MoserVeselov(), Y0, 0.01, 10).ys)(I))
+    # the good path is unchanged under grad
+    g = jax.grad(lambda dt: run(Y0, dt)[-1].sum())(0.1)
+    h = 1e-6
+    fd = (run(Y0, 0.1 + h)[-1].sum() - run(Y0, 0.1 - h)[-1].sum()) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-6)

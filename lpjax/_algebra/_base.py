@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .._checks import bracket_sign
+from .._checks import bracket_sign, error_if
 
 __all__ = ["LieAlgebra"]
 
@@ -333,7 +333,7 @@ class LieAlgebra(eqx.Module):
     def vee(self, X: Float[Array, "... m m"], *, rtol: float = 1e-6, check: bool = True) -> Float[Array, "... n"]:
         """Matrix -> coordinates, the inverse of :meth:`hat`.
 
-        Raises ``ValueError`` (under ``jit``, an ``EquinoxRuntimeError``) when ``X`` is not in
+        Raises ``ValueError`` (under ``jit``, at run time, with the same message) when ``X`` is not in
         the span of the basis, e.g. a non-skew matrix for so(n), to relative tolerance ``rtol``.
         ``check=False`` skips the test and returns the least-squares coordinates (the
         projection onto the algebra), e.g. inside solvers.
@@ -357,7 +357,7 @@ class LieAlgebra(eqx.Module):
             if bool(bad):
                 raise ValueError(f"{msg}; residual {float(resid):.3e}")
             return x
-        return eqx.error_if(x, bad, msg)
+        return error_if(x, bad, msg)
 
     def __repr__(self) -> str:
         return f"LieAlgebra({self.name}, dim={self.dim})"

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._checks import as_float as _as_float
+from .._checks import error_if
 
 __all__ = ["AbstractMatrixLieGroup"]
 
@@ -69,7 +70,7 @@ class AbstractMatrixLieGroup(eqx.Module):
     @classmethod
     @abc.abstractmethod
     def from_matrix(cls, matrix: Float[Array, "... m m"]) -> "AbstractMatrixLieGroup":
-        """Element from its matrix; checks membership (``ValueError`` / ``eqx.error_if``)."""
+        """Element from its matrix; checks membership (``ValueError``, or at run time under tracing)."""
 
     # ---------------------------------------------------------------- algebra
     @property
@@ -156,7 +157,7 @@ def _default_atol(dtype) -> float:
 
 def _check_orthogonal(R: Array, what: str, atol: Optional[float]) -> Array:
     """``RᵀR = I`` and ``det R > 0`` to ``atol``: ``ValueError`` for concrete input (checked in
-    NumPy, no compilation), ``eqx.error_if`` under tracing."""
+    NumPy, no compilation), at run time under tracing."""
     n = R.shape[-1]
     tol = _default_atol(R.dtype) if atol is None else atol
     if not isinstance(R, jax.core.Tracer):
@@ -173,9 +174,9 @@ def _check_orthogonal(R: Array, what: str, atol: Optional[float]) -> Array:
         return R
     orth = jnp.max(jnp.abs(jnp.swapaxes(R, -1, -2) @ R - _eye(n, R)), initial=0.0)
     bad = ~jnp.all(jnp.isfinite(R)) | (orth > tol)
-    R = eqx.error_if(R, bad, f"{what}: matrix is not orthogonal")
+    R = error_if(R, bad, f"{what}: matrix is not orthogonal")
     neg = jnp.any(jnp.linalg.det(R) <= 0) if R.size else jnp.array(False)
-    return eqx.error_if(R, neg, f"{what}: matrix has det <= 0 (not a rotation)")
+    return error_if(R, neg, f"{what}: matrix has det <= 0 (not a rotation)")
 
 
 _CAYLEY_PI_TOL = 1e-8  # 1 + tr R = 4 cos²(θ/2): within about 1e-4 rad of a rotation by π
@@ -185,6 +186,6 @@ def cayley_domain_error(x: Array, gap: Array) -> Array:
     """``x``, raising (eagerly, or at run time under ``jit``) when ``gap = det(R + I)/2``, which is
     ``1 + tr R = 4 cos²(θ/2)`` in 3D, shows a rotation within about 1e-4 rad of one by π: there
     the Cayley coordinates |x| = tan(θ/2) are undefined, and rounding makes them garbage."""
-    return eqx.error_if(x, jnp.any(~(gap > _CAYLEY_PI_TOL)),
+    return error_if(x, jnp.any(~(gap > _CAYLEY_PI_TOL)),
                         "inverse_cayley: the rotation is within about 1e-4 rad of a rotation by π (an eigenvalue "
                         "-1), where Cayley coordinates are undefined; use log() for such rotations")

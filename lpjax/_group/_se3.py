@@ -17,6 +17,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .. import _small as sm
 from .._algebra import LieAlgebra, se3
+from .._checks import error_if
 from ._base import (
     AbstractMatrixLieGroup,
     _broadcast_batch,
@@ -128,7 +129,7 @@ class SE3(AbstractMatrixLieGroup):
                 raise ValueError(f"{msg}, max deviation {err:.3e}")
         else:
             bad = jnp.any(M[..., 3, :3] != 0) | jnp.any(M[..., 3, 3] != 1)
-            M = eqx.error_if(M, bad, msg)
+            M = error_if(M, bad, msg)
         R = _check_orthogonal(M[..., :3, :3], "SE3.from_matrix", atol)
         return cls(R, M[..., :3, 3])
 

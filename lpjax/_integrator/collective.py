@@ -10,6 +10,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._clebsch import _LIFT_TOL, _MomentumMap, canonize, lift_jax, symmetry_algebra
 from .._system import AbstractFamily, AbstractLiePoissonSystem, LiePoissonFamily
+from .._checks import error_if
 from ._base import RESULTS, AbstractIntegrator, AbstractSteppedAdjoint, stepped_inner
 from .gauss_legendre import GaussLegendre
 
@@ -83,7 +84,7 @@ class Collective(AbstractSteppedAdjoint):
 
     def init(self, system: AbstractLiePoissonSystem, mu0: Float[Array, " n"], dt: Scalar):
         z0, resid = lift_jax(system.algebra, mu0, system.sign)
-        z0 = eqx.error_if(
+        z0 = error_if(
             z0,
             ~(resid <= _LIFT_TOL),
             "Collective.init: the initial state is not in the image of the momentum map M± "

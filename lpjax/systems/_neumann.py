@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._algebra import LieAlgebra, euclidean, so
 from .._system import AbstractLiePoissonSystem
 from ._clebsch_case import ClebschFlowHamiltonian
-from .._checks import finite_array
+from .._checks import finite_array, error_if
 
 __all__ = ["NeumannSystem", "neumann", "neumann_state", "neumann_coordinates"]
 
@@ -207,7 +207,7 @@ def neumann_state(x: ArrayLike, p: ArrayLike, tol: float = 1e-9) -> Float[Array,
 
     Accepts only the Neumann phase space proper: ``x``, ``p`` finite of the same shape
     ``(n,)``, n ≥ 2, ``| |x|² − 1 | ≤ tol`` and ``|<x, p>| ≤ tol · max(1, |p|)``; anything else
-    raises ``ValueError`` (under ``jit``, an ``EquinoxRuntimeError``). Project first if needed:
+    raises ``ValueError`` (under ``jit``, at run time, with the same message). Project first if needed:
     ``x / |x|``, then ``p − <x, p> x``. Then ``neumann_coordinates(neumann_state(x, p)) == (x,
     p)`` up to roundoff. (The leaf itself also holds ``|P| ≠ 1``: spheres of other radii.)
     """
@@ -237,8 +237,8 @@ def neumann_state(x: ArrayLike, p: ArrayLike, tol: float = 1e-9) -> Float[Array,
     p = finite_array(_float_vector(p, "p"), (n,), "p")
     bad_r = jnp.abs(jnp.dot(x, x) - 1) > tol
     bad_t = jnp.abs(jnp.dot(x, p)) > tol * jnp.maximum(1.0, jnp.linalg.norm(p))
-    x = eqx.error_if(x, bad_r, "x must lie on the unit sphere: |x|² = 1")
-    p = eqx.error_if(p, bad_t, "p must be tangent to the sphere: <x, p> = 0")
+    x = error_if(x, bad_r, "x must lie on the unit sphere: |x|² = 1")
+    p = error_if(p, bad_t, "p must be tangent to the sphere: <x, p> = 0")
     return _state(x, p, jnp)
 
 
