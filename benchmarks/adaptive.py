@@ -11,8 +11,10 @@ rtol = atol = 1e-13), found on a reference set (the 24 members of largest |M| an
 the error grows with |M|) by a search over each contender's one knob (tolerance or step):
 
 * ``lpjax.ensemble(..., controller=PIDController(rtol=atol=tol), t1=100)``, GL4 and GL6,
-  native kernel, with either error estimate (``"doubling"``, ``"defect"``); the members sorted
-  by predicted cost, and also unsorted, for the lanes' use;
+  native kernel, with either error estimate (``"doubling"``, ``"defect"``), step doubling going
+  on from the half steps (the default, local extrapolation) or from the full step
+  (``local_extrapolation=False``, "full step"); the members sorted by predicted cost, and also
+  unsorted, for the lanes' use;
 * the fixed-step ``lpjax.ensemble`` (GL4 and GL6, native): one dt for every member, the one
   the worst member needs;
 * ``jax.vmap`` of ``diffrax.diffeqsolve`` with ``PIDController(rtol=atol=tol)``: ``Tsit5`` and
@@ -86,13 +88,13 @@ def worst_error(y: np.ndarray, ref: np.ndarray) -> float:
 # ----------------------------------------------------------------------------- the contenders
 
 
-def adaptive(stages: int, tol: float, estimate: str = "doubling", sort: bool = True):
+def adaptive(stages: int, tol: float, estimate: str = "doubling", sort: bool = True, extrapolate=None):
     def run(y0s):
         _adaptive.SORT = sort
         try:
             sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, None, kernel="native", t1=T1,
                                  controller=lpjax.PIDController(rtol=tol, atol=tol), max_steps=10**6,
-                                 error_estimate=estimate)
+                                 error_estimate=estimate, local_extrapolation=extrapolate)
         finally:
             _adaptive.SORT = True
         steps = np.asarray(sol.stats["num_accepted_steps"]) + np.asarray(sol.stats["num_rejected_steps"])
@@ -183,6 +185,8 @@ def main() -> None:
     contenders = {
         "adaptive GL4": (lambda tol: adaptive(2, tol), tols),
         "adaptive GL6": (lambda tol: adaptive(3, tol), tols),
+        "adaptive GL4, full step": (lambda tol: adaptive(2, tol, extrapolate=False), tols),
+        "adaptive GL6, full step": (lambda tol: adaptive(3, tol, extrapolate=False), tols),
         "adaptive GL4, defect": (lambda tol: adaptive(2, tol, "defect"), loose),
         "adaptive GL6, defect": (lambda tol: adaptive(3, tol, "defect"), loose),
         "fixed-step GL4": (lambda n: fixed(2, n), [int(T1 * 2 ** (k / 2)) for k in range(12, 30)]),
@@ -197,7 +201,8 @@ def main() -> None:
         variants = [(name, make(knob))]
         if name.startswith("adaptive"):
             stages, estimate = int(name[11]) // 2, "defect" if "defect" in name else "doubling"
-            variants.append((f"{name}, unsorted", adaptive(stages, knob, estimate, sort=False)))
+            extrapolate = False if "full step" in name else None
+            variants.append((f"{name}, unsorted", adaptive(stages, knob, estimate, sort=False, extrapolate=extrapolate)))
         if name.startswith("fixed"):  # the native kernel's chunks as the adaptive ones (faster here)
             variants.append((f"{name}, chunks of {_native.ADAPTIVE_CHUNK}",
                              fixed(int(name[13]) // 2, knob, _native.ADAPTIVE_CHUNK)))

@@ -9,7 +9,11 @@ infinite), the controller's acceptance and next ``dt`` from the size of the step
 rejected step keeps the state, its stage predictor and the controller's history. The saves are
 stepped onto rather than interpolated, so every saved state is a state of the method, which
 keeps every quadratic invariant to roundoff whatever the step sizes; and the steps are then
-those of ``diffeqsolve(..., step_ts=ts)``.
+those of ``diffeqsolve(..., step_ts=ts)``. By default (local extrapolation) a member goes on
+from the step-doubling half steps, as :class:`lpjax.diffrax.GaussLegendre` with
+``local_extrapolation=True``: two steps of the method, so still a state of it, and about
+``2^{2s}`` times more accurate; ``local_extrapolation=False`` goes on from the full step, as
+that solver's default does.
 
 The member has the pieces that the ensemble kernels run (:class:`lpjax._ensemble._kernel._Member`'s):
 ``init``, ``step`` (here: every attempt up to the next save time, a ``while`` loop), ``advance``
@@ -52,22 +56,25 @@ class Adaptive:
     ts: tuple
     max_steps: int
     estimate: str = "doubling"
+    extrapolate: bool = True
 
     def settings(self, dt0) -> dict:
         """As an ensemble's settings record it (JSON)."""
         c = self.controller
         return {"controller": {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}, "ts": list(self.ts),
                 "max_steps": self.max_steps, "dt0": None if dt0 is None else float(dt0), "error_estimate": self.estimate,
-                "stat_names": list(ADAPTIVE_STATS)}
+                "local_extrapolation": self.extrapolate, "stat_names": list(ADAPTIVE_STATS)}
 
 
 def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats: bool, who: str,
-                      error_estimate: Optional[str] = None) -> Optional[Adaptive]:
+                      error_estimate: Optional[str] = None,
+                      local_extrapolation: Optional[bool] = None) -> Optional[Adaptive]:
     """The schedule of an adaptive run (``controller`` given), checked; None for a fixed-step one
     (where ``t1``, ``ts`` and ``max_steps`` are refused)."""
     if controller is None:
         extra = [name for name, v in (("t1", t1), ("ts", ts), ("max_steps", max_steps),
-                                      ("error_estimate", error_estimate)) if v is not None]
+                                      ("error_estimate", error_estimate),
+                                      ("local_extrapolation", local_extrapolation)) if v is not None]
         if extra:
             raise ValueError(f"{who}: {', '.join(extra)} belong to adaptive runs: pass controller=lpjax.PIDController("
                              "rtol, atol) (or, for fixed steps, dt and n_steps)")
@@ -84,6 +91,12 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
     estimate = "doubling" if error_estimate is None else error_estimate
     if estimate not in ESTIMATES:
         raise ValueError(f"{who}: error_estimate must be one of {', '.join(map(repr, ESTIMATES))}, got {estimate!r}")
+    if local_extrapolation is not None and not isinstance(local_extrapolation, (bool, np.bool_)):
+        raise TypeError(f"{who}: local_extrapolation must be True, False or None, got {local_extrapolation!r}")
+    if local_extrapolation and estimate != "doubling":
+        raise ValueError(f"{who}: local_extrapolation goes on from the two half steps of error_estimate='doubling'; "
+                         f"error_estimate={estimate!r} has none")
+    extrapolate = estimate == "doubling" if local_extrapolation is None else bool(local_extrapolation)
     if dt is not None and (np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0):
         raise ValueError(f"{who}: dt0 must be a finite scalar > 0, or None (chosen for each member), got {dt!r}")
     if ts is None:
@@ -97,7 +110,7 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
     if t1 is not None and float(t1) != ts[-1]:
         raise ValueError(f"{who}: the last save time ts[-1] = {ts[-1]} is the final time, but t1 = {t1}")
     return Adaptive(controller, tuple(ts.tolist()), positive_int(16384 if max_steps is None else max_steps, "max_steps"),
-                    estimate)
+                    estimate, extrapolate)
 
 
 @final
@@ -139,6 +152,7 @@ class AdaptiveMember(eqx.Module):
     max_steps: int = eqx.field(static=True)
     observe_fn: Callable
     estimate: str = eqx.field(static=True, default="doubling")
+    extrapolate: bool = eqx.field(static=True, default=True)
 
     sorts = True  # the kernels run the members sorted by predicted cost (dearest_first)
     replays = False  # no replay of steps whose non-finite values last: every attempt is tested
@@ -177,7 +191,7 @@ class AdaptiveMember(eqx.Module):
         t1 = jnp.minimum(c.t + c.dt, t_save)
         t1 = jnp.where(t1 > self.t_floor, jnp.where(c.rejected_last, c.t + 0.5 * (t_end - c.t), t_end), t1)
         h = t1 - c.t
-        new, error, result, _ = step_and_error(self.method, system, c.state, h, self.estimate)
+        new, error, result, _ = step_and_error(self.method, system, c.state, h, self.estimate, self.extrapolate)
         error = jnp.where(jnp.isnan(error), jnp.inf, error)
         y0, y1 = error_space(self.method, system, c.state)[1], error_space(self.method, system, new)[1]
         keep, dt, control, too_small = self.controller.adapt(y0, y1, error, h, error_order(self.method, self.estimate), c.control)
@@ -248,4 +262,4 @@ def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) 
         floor = np.nextafter(floor, np.asarray(-np.inf, dtype))
     return AdaptiveMember(static, method, adaptive.controller, jnp.asarray(adaptive.ts, dtype), jnp.asarray(floor, dtype),
                           None if dt0 is None else jnp.asarray(dt0, dtype), adaptive.max_steps, observe_fn,
-                          adaptive.estimate)
+                          adaptive.estimate, adaptive.extrapolate)

@@ -63,6 +63,7 @@ def ensemble_function(
     ts=None,
     max_steps: Optional[int] = None,
     error_estimate: Optional[str] = None,
+    local_extrapolation: Optional[bool] = None,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -83,7 +84,8 @@ def ensemble_function(
             block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
             for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
             ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
-        controller, t1, ts, max_steps, error_estimate: an adaptive run, as for :func:`ensemble`
+        controller, t1, ts, max_steps, error_estimate, local_extrapolation: an adaptive run, as
+            for :func:`ensemble`
             (``dt`` is then the first step, or None).
         batched_system: ``system`` is batched over parameters (every array has a leading axis
             N, as ``eqx.filter_vmap`` of a constructor makes it); the function then takes the
@@ -94,7 +96,7 @@ def ensemble_function(
     function is called (traced).
     """
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats,
-                                 "ensemble_function", error_estimate)
+                                 "ensemble_function", error_estimate, local_extrapolation)
     if adaptive is None:
         n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
     else:
@@ -167,6 +169,7 @@ def ensemble(
     ts=None,
     max_steps: Optional[int] = None,
     error_estimate: Optional[str] = None,
+    local_extrapolation: Optional[bool] = None,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
     chunk_size: Optional[int] = None,
@@ -195,7 +198,12 @@ def ensemble(
             steps land exactly on the save times (clipped, as diffrax's ``step_ts``), so each
             member is ``diffeqsolve(ODETerm, lpjax.diffrax.GaussLegendre(s),
             PIDController(..., step_ts=ts))`` and every save a state of the method, whose
-            quadratic invariants hold to roundoff whatever the steps. Methods:
+            quadratic invariants hold to roundoff whatever the steps. With step doubling a
+            member goes on from the two half steps (``local_extrapolation``, default True:
+            two steps of the method, about ``2^{2s}`` times more accurate than the full step
+            the error is estimated for, at no extra cost; the solver is then
+            ``lpjax.diffrax.GaussLegendre(s, local_extrapolation=True)``);
+            ``local_extrapolation=False`` goes on from the full step, as that solver's default. Methods:
             ``GaussLegendre(s)`` and ``Collective(GaussLegendre(s))`` (the explicit maps have no
             error estimate and are refused). ``error_estimate``: ``"doubling"`` (default, the
             local error, three stage solves a step; as ``lpjax.diffrax.GaussLegendre``) or
@@ -277,7 +285,7 @@ def ensemble(
     _refuse_transforms(system, y0s, dt, t1, ts)
     check_store_path(out)
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
-                                 error_estimate)
+                                 error_estimate, local_extrapolation)
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
         n_steps, save_every = len(adaptive.ts), 1
     inp = validated(system, method, y0s, adaptive.ts[0] if adaptive and dt is None else dt, n_steps, save_every,
