@@ -327,4 +327,8 @@ def listing(pairs: bool, figures: list) -> list[str]:
     lines += [f"  {'gl<2s>':24s} Gauss-Legendre with s stages (gl2, gl4, gl6, gl8, ...)",
               f"  {'INNER:SCHEME':24s} a composition of a symmetric method's steps (splitting:kahan-li6, mv:triple-jump, "
               "gl4:suzuki); schemes: " + ", ".join(f"{k} (order {v.order})" for k, v in COMPOSITION_SCHEMES.items())]
+    lines += ["adaptive steps (lpjax run/ensemble --rtol R [--atol A] --t1 T): gl<2s> and collective (a PID controller, "
+              "each member its own steps);",
+              "  ensemble saves at --save-times t,... or --saves K; --error-estimate doubling (default: goes on from "
+              "the two half steps) or defect"]
     return lines + ["figures (lpjax reproduce):"] + [f"  {f}" for f in figures] + ["  all"]

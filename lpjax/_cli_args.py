@@ -70,16 +70,25 @@ def _save_every(n_steps: int, saves: int) -> int:
     return max(d for d in divisors if d <= limit)
 
 
-def _parse_y0(text: Optional[str]) -> Optional[list]:
-    if text is None:
-        return None
+def _parse_numbers(text: str, flag: str) -> list:
+    """Finite numbers separated by commas (or a JSON list)."""
     try:
         value = json.loads(text if text.strip().startswith("[") else f"[{text}]")
     except json.JSONDecodeError:
-        raise _Failure(f"--y0 expects numbers separated by commas (or a JSON list), got {text!r}") from None
+        raise _Failure(f"{flag} expects numbers separated by commas (or a JSON list), got {text!r}") from None
     if not value or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in value):
-        raise _Failure(f"--y0 expects finite numbers, got {text!r}")
+        raise _Failure(f"{flag} expects finite numbers, got {text!r}")
     return [float(v) for v in value]
+
+
+def _parse_y0(text: Optional[str]) -> Optional[list]:
+    return None if text is None else _parse_numbers(text, "--y0")
+
+
+def _x64() -> None:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
 
 
 def _as_args(ctx, drop: tuple = ()) -> list:

@@ -38,8 +38,8 @@ def _interrupts():
 def _resume_hint(argv: list) -> str:
     """For an interrupted ``lpjax ensemble --out STORE``: where its finished chunks are, and the
     command that finishes the run."""
-    if not argv or argv[0] != "ensemble" or "--out" not in argv:
-        return ""
+    if not argv or argv[0] != "ensemble" or "--out" not in argv or "LPJAX_PROCESS_ID" in os.environ:
+        return ""  # (a process of `lpjax ensemble --processes K`: the launcher says it)
     store = argv[argv.index("--out") + 1] if argv.index("--out") + 1 < len(argv) else "the store"
     again = argv if "--resume" in argv else [*argv, "--resume"]
     return f"; the finished chunks are in {store}; resume with: lpjax {shlex.join(again)}"

@@ -19,20 +19,14 @@ import click
 import numpy as np
 
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
-from ._cli_args import (_as_args, _Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _tolerances,
-                        _whole_steps, _writable_target)
+from ._cli_args import (_Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _tolerances, _whole_steps,
+                        _writable_target, _x64)
 from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _steps_text, _write_npz
-from ._cli_signals import _interrupts, _resume_hint
+from ._cli_signals import _resume_hint
 
 _MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
 _REPRODUCE_DEFAULT_OUT = "results/<seed>/"
-
-
-def _x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
 
 
 # ----------------------------------------------------------------------------- the group
@@ -195,19 +189,24 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
 # ----------------------------------------------------------------------------- ensemble, show
 
 
-# a process of `lpjax ensemble --processes K`: on an error, its line, then out at once (past
-# jax.distributed's shutdown barrier, which would wait for the others); the launcher stops them
-_CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n"
-          "    print(e.code, file=sys.stderr, flush=True)\n    os._exit(1)")
-
-
 @cli.command("ensemble")
 @click.argument("system", shell_complete=_complete_system)
 @click.option("--n", "n_members", type=int, required=True, help="members")
 @click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
-@click.option("--dt", type=float, default=0.01, show_default=True)
-@click.option("--steps", type=int, required=True)
+@click.option("--dt", type=float, help="the step (default 0.01); with --rtol the first step (default: one selected for "
+                                       "each member)")
+@click.option("--steps", type=int, help="fixed steps of --dt (or give --t1)")
+@click.option("--t1", type=float, help="the end time (from t = 0): a whole number of --dt steps, or with --rtol the end "
+                                       "of each member's adaptive run")
 @click.option("--save-every", type=int, default=None, help="steps between saves (default: start and end only)")
+@click.option("--saves", type=int, help="at least this many saves after the start, equally spaced, the last at the end")
+@click.option("--save-times", help="adaptive runs: the save times, numbers separated by commas (the last is the end)")
+@click.option("--rtol", type=float, help="adaptive steps (Gauss-Legendre, collective): each member's own, under a PID "
+                                         "controller with this relative tolerance (diffrax's)")
+@click.option("--atol", type=float, help="adaptive steps: the absolute tolerance (default: --rtol)")
+@click.option("--error-estimate", type=click.Choice(["doubling", "defect"]),
+              help="adaptive steps: step doubling (default; the run goes on from the two half steps) or the "
+                   "collocation defect (one stage solve a step; its tolerance is not an error)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--spread", type=float, default=0.1, show_default=True,
               help="the states' spread: exp(ad*_xi) y0 with xi ~ N(0, spread^2) in the algebra, on y0's coadjoint "
@@ -228,50 +227,12 @@ _CHILD = ("import os, sys\nfrom lpjax.cli import main\ntry:\n    main()\nexcept 
 @click.option("--processes", type=click.IntRange(min=1), help="start K local processes of one run, each on its share of the cores")
 @click.option("--distributed/--no-distributed", default=None,
               help="join a multi-process run (jax.distributed; default: when a launcher started several processes)")
-def ensemble_cmd(system, n_members, method, dt, steps, save_every, seed, spread, vary_casimirs, y0, params, observe, out,
-                 resume, progress, kernel, processes, distributed):
-    """Run an ensemble around a state of SYSTEM into a zarr store."""
-    if n_members < 1 or steps < 1:
-        raise _Failure("--n and --steps must be >= 1")
-    _positive_finite(dt, "--dt")
-    if not (np.isfinite(spread) and spread >= 0):
-        raise _Failure(f"--spread must be finite and >= 0, got {spread}")
-    from ._ensemble._processes import initialize, launch_local, launched
-    from ._ensemble._store import check_store_path
+def ensemble_cmd(**options):
+    """Run an ensemble around a state of SYSTEM into a zarr store: fixed steps (--steps or --t1),
+    or each member's own adaptive steps (--rtol/--atol, to --t1)."""
+    from ._cli_ensemble import run_ensemble
 
-    check_store_path(out, "--out")  # before any work, and before starting processes (main reports its ValueError)
-    if (processes or 1) > 1:
-        args = _as_args(click.get_current_context(), ("processes", "distributed"))
-        if code := launch_local(processes, ["-c", _CHILD, "ensemble", *args, "--distributed"]):
-            raise _Failure(f"--processes {processes}: a process ended with status {code}")
-        return
-    _x64()
-    if distributed or (distributed is None and launched()):
-        initialize()
-    import jax
-
-    from ._catalog import build
-    from ._ensemble import ensemble, spread_states
-
-    entry, resolved, sys_, meth, centre = build(system, method, params, _parse_y0(y0))
-    y0s = spread_states(sys_, centre, n_members, spread, seed=seed, vary_casimirs=vary_casimirs)
-    t = time.perf_counter()
-    try:
-        with _interrupts():
-            sol = ensemble(sys_, meth, y0s.states, dt, steps, save_every=save_every or steps, observe=observe, out=out,
-                           resume=resume, kernel=kernel, progress=progress,
-                           metadata={"seed": seed, "spread": spread, "spread_on": y0s.manner, "system": entry.name,
-                                     "parameters": resolved, "method": method})
-    except FileExistsError:
-        raise _Failure(f"{out} already holds a store; pass --resume to finish it, or remove it to start again") from None
-    wall = time.perf_counter() - t
-    if jax.process_index():
-        return
-    click.echo(f"{n_members} members x {steps} steps of {entry.name} with {method}: {wall:.2f} s "
-               f"({n_members * steps / wall:.3g} body-steps/s, compilation included); failed: {sol.failed.size}")
-    click.echo(f"  spread on the {y0s.manner}" if not y0s.varied_casimirs else
-               f"  spread in every coordinate: the Casimirs differ between members ({', '.join(y0s.varied_casimirs)})")
-    click.echo(f"  wrote {out}")
+    run_ensemble(**options)
 
 
 @cli.command("show")
@@ -286,8 +247,14 @@ def show_cmd(store, plot):
 
     sol = open_ensemble(store)
     attrs = sol.settings
-    click.echo(f"{store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']:g}, "
-               f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
+    if "controller" in attrs:  # adaptive steps
+        c, steps = attrs["controller"], np.asarray(sol.stats["num_accepted_steps"][:])
+        click.echo(f"{store}: {sol.n_members} members, adaptive steps at rtol {c['rtol']:g}, atol {c['atol']:g} to "
+                   f"t = {attrs['ts'][-1]:g} (accepted steps per member: mean {steps.mean():.0f}, max {steps.max()}), "
+                   f"{sol.ts.size} saves, dtype {attrs['dtype']}")
+    else:
+        click.echo(f"{store}: {sol.n_members} members, {attrs['n_steps']} steps of dt {attrs['dt']:g}, "
+                   f"saved every {attrs['save_every']} ({sol.ts.size} saves), dtype {attrs['dtype']}")
     click.echo(f"  lpjax {attrs['lpjax']}, created {attrs['created']}, metadata {json.dumps(attrs['metadata'])}")
     click.echo(f"  system: {attrs['system'].splitlines()[0]}")
     click.echo(f"  method: {attrs['method'].splitlines()[0]}")

@@ -133,7 +133,7 @@ def test_ensemble_and_show(tmp_path, capsys):
     argv = ["ensemble", "rigid_body", "--n", "300", "--method", "mv", "--dt", "0.02", "--steps", "40",
             "--save-every", "10", "--seed", "3", "--observe", "casimirs", "--out", str(store), "--no-progress"]
     assert main(argv) == 0
-    assert "300 members x 40 steps" in capsys.readouterr().out
+    assert "300 members of rigid_body with mv, 40 steps of 0.02 to t = 0.8" in capsys.readouterr().out
     assert main(["show", str(store), "--plot", str(png)]) == 0
     text = capsys.readouterr().out
     assert "300 members, 40 steps of dt 0.02" in text and '"seed": 3' in text and "failed members: 0" in text
@@ -300,3 +300,40 @@ def test_adaptive_steps_from_the_command_line_reach_t1_at_the_tolerance(tmp_path
     assert np.max(np.abs(data["ys"][-1] - np.asarray(euler_top_exact(inertia, y0, 10.0)))) <= bound
     with pytest.raises(SystemExit, match="adaptive steps need a local error estimate"):
         main(["run", "rigid_body", "-m", "mv", "--rtol", "1e-8", "--t1", "1"])
+
+
+def test_adaptive_ensembles_from_the_command_line(tmp_path, capsys):
+    """`lpjax ensemble --rtol --t1 --saves` (or --save-times): each member's own steps, the store
+    equal to the Python API's adaptive ensemble of its states; fixed steps may end at --t1; the
+    flags of one kind of run are refused in the other, before any work."""
+    store = tmp_path / "a.zarr"
+    argv = ["ensemble", "heavy_top", "--n", "16", "--rtol", "1e-8", "--t1", "2", "--saves", "4", "--observe", "state",
+            "--out", str(store), "--no-progress"]
+    assert main(argv) == 0
+    assert "adaptive steps at rtol 1e-08, atol 1e-08 to t = 2 (accepted steps per member" in capsys.readouterr().out
+    sol = lpjax.open_ensemble(str(store))
+    assert sol.ts.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0] and sol.settings["local_extrapolation"] is True
+    entry = SYSTEMS["heavy_top"]
+    api = lpjax.ensemble(entry.build(entry.params), lpjax.GaussLegendre(2), np.asarray(sol.y0s[:]), None,
+                         controller=lpjax.PIDController(1e-8, 1e-8), ts=[0.5, 1.0, 1.5, 2.0], kernel=sol.settings["kernel"])
+    np.testing.assert_array_equal(np.asarray(sol.final_state[:]), np.asarray(api.final_state))
+    np.testing.assert_array_equal(np.asarray(sol.stats["num_accepted_steps"][:]), api.stats["num_accepted_steps"])
+    assert main(["show", str(store)]) == 0
+    assert "adaptive steps at rtol 1e-08" in capsys.readouterr().out
+    assert main(["ensemble", "heavy_top", "--n", "4", "--rtol", "1e-6", "--save-times", "0.5, 1.5", "--error-estimate",
+                 "defect", "--out", str(tmp_path / "b.zarr"), "--no-progress"]) == 0
+    assert lpjax.open_ensemble(str(tmp_path / "b.zarr")).ts.tolist() == [0.0, 0.5, 1.5]
+    assert main(["ensemble", "heavy_top", "--n", "4", "--t1", "1", "--dt", "0.05", "--saves", "4", "--out",
+                 str(tmp_path / "c.zarr"), "--no-progress"]) == 0
+    assert lpjax.open_ensemble(str(tmp_path / "c.zarr")).ts.tolist() == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])
+    refused = {("--rtol", "1e-8", "--steps", "10", "--t1", "1"): "--steps: fixed steps only",
+               ("--rtol", "1e-8"): "needs its end time: --t1",
+               ("--steps", "10", "--save-times", "0.5"): "--save-times: adaptive runs only",
+               ("--t1", "1", "--dt", "0.07"): r"take --t1 0.98 \(14 steps\) or --t1 1.05 \(15 steps\)",
+               ("--steps", "10", "--t1", "1"): "--steps N or as --t1 T",
+               ("--steps", "10", "--saves", "2", "--save-every", "5"): "--save-every or --saves, not both",
+               ("--rtol", "1e-8", "--t1", "1", "--save-times", "0.5,1", "--saves", "2"): "--save-times or --saves"}
+    for extra, match in refused.items():
+        with pytest.raises(SystemExit, match=match):
+            main(["ensemble", "heavy_top", "--n", "4", *extra, "--out", str(tmp_path / "never.zarr")])
+    assert not (tmp_path / "never.zarr").exists()

@@ -108,3 +108,30 @@ def test_the_progress_bar_counts_chunks_and_shows_members_per_second(tmp_path, c
     lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.01, 200, out=str(tmp_path / "s.zarr"), progress=True)
     last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert re.search(r"8/8 \[.*chunk/s, 1024 members x 200 steps, [0-9.e+]+ members/s\]", last), last
+
+
+def test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_resumes(tmp_path):
+    """``lpjax ensemble --processes 2``: Ctrl-C at a terminal reaches the launcher alone (its
+    processes run in their own sessions); it passes the signal on, each process stops at its next
+    chunk boundary, and the launcher exits 130 with the command that resumes. Resumed on one
+    process, the store equals a one-process run's to roundoff (the two runs' chunks differ)."""
+    args = ["heavy_top", "--n", "1024", "--method", "gl4", "--steps", "20000", "--dt", "0.01", "--no-progress"]
+    whole_s = _timed(lambda: main(["ensemble", *args, "--out", str(tmp_path / "whole.zarr")]))
+    script = textwrap.dedent(f"""
+        import sys
+        from lpjax.cli import main
+        print("started", file=sys.stderr, flush=True)
+        main({["ensemble", *args, "--processes", "2", "--out", str(tmp_path / "cut.zarr")]!r})
+    """)
+    status, stopped_in, err = _interrupt(script, 0.4 * whole_s, tmp_path / "cut.zarr")
+    assert status == 130, err
+    assert stopped_in <= max(0.25 * whole_s, 5.0), (stopped_in, whole_s)
+    done = _done(tmp_path / "cut.zarr")
+    assert 1 <= done.sum() < done.size, done
+    again = re.search(r"resume with: lpjax (.*)", err).group(1).split()
+    assert again[again.index("--processes") + 1] == "2" and again[-1] == "--resume"
+    one = [a for i, a in enumerate(again) if "--processes" not in again[max(0, i - 1):i + 1]]
+    main(one)  # on one process
+    a, b = (lpjax.open_ensemble(str(tmp_path / n)) for n in ("whole.zarr", "cut.zarr"))
+    assert b.settings["finished"]["processes"] == 1
+    np.testing.assert_allclose(np.asarray(b.final_state), np.asarray(a.final_state), rtol=0, atol=1e-12)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Optional
 
@@ -114,18 +116,32 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
     to its share of this process's cores (all of them when there are fewer cores than
     processes). Waits for all; when one fails, or after ``timeout`` seconds, the others are
     killed (they would wait for it at the next barrier, and JAX takes SIGTERM as a preemption
-    notice). Returns the first nonzero exit status (-9 for the killed), else 0."""
+    notice). Returns the first nonzero exit status (-9 for the killed), else 0.
+
+    The processes run in their own sessions, so that Ctrl-C at a terminal reaches only this
+    one: it passes each SIGINT (and SIGTERM, as SIGINT) on to every process still running and
+    waits for them (the first stops each at its next chunk boundary, a second at once), then
+    raises ``KeyboardInterrupt``."""
     port, cores, end = _free_port(), sorted(os.sched_getaffinity(0)), time.monotonic() + (timeout or float("inf"))
-    procs = []
-    for i in range(count):
-        mine = cores[share(len(cores), count, i)] or cores
-        child = {**(env or os.environ), "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
-                 "LPJAX_PROCESSES": str(count), "LPJAX_PROCESS_ID": str(i)}
-        procs.append(subprocess.Popen([sys.executable, *argv], env=child))
-        os.sched_setaffinity(procs[-1].pid, mine)  # before the child has imported anything heavy
+    procs, signals = [], []
+
+    def forward(signum, frame):
+        signals.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+
+    main = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
+        for i in range(count):
+            mine = cores[share(len(cores), count, i)] or cores
+            child = {**(env or os.environ), "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
+                     "LPJAX_PROCESSES": str(count), "LPJAX_PROCESS_ID": str(i)}
+            procs.append(subprocess.Popen([sys.executable, *argv], env=child, start_new_session=True))
+            os.sched_setaffinity(procs[-1].pid, mine)  # before the child has imported anything heavy
         while (codes := [p.poll() for p in procs]).count(None) and time.monotonic() < end:
-            if any(c for c in codes if c is not None):
+            if not signals and any(c for c in codes if c is not None):
                 break
             time.sleep(0.05)
     finally:
@@ -133,4 +149,8 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
             if p.poll() is None:
                 p.kill()
         codes = [p.wait() for p in procs]
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if signals:
+        raise KeyboardInterrupt
     return next((c for c in codes if c), 0)
