@@ -191,12 +191,16 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
     Cayley map is not an exponential of it) or ``"auto"`` (the default: the Cayley variant for
     every piece that has one, the exact flow for the others). Why the Cayley variant by default:
     it has no trigonometric function, and in the native ensemble kernel, where a ``cos``/``sin``
-    is a call into libm, a step of the rigid body's splitting costs 2.3 ns per member against
-    37 ns (10⁴ members, 2 cores, float64), its Kahan–Li 6 composition 22 ns against 322 ns. Its
-    error constant is of the same size (the rigid body to t = 100: the splitting 2.3× the exact
-    flow's error, Kahan–Li 6 0.67×, Kahan–Li 8 10×). On one trajectory under XLA on CPU the
-    exact flow is the faster one (Kahan–Li 6: 1.05 µs a step against 2.0 µs): XLA fuses the
-    trigonometric functions into one loop but splits the fusion at every division.
+    is a call into libm, a step of the rigid body's splitting costs 1.6 ns per member against
+    36 ns (10⁴ members, 2 cores, float64), its Kahan–Li 6 composition 22 ns against 273 ns. Its
+    error is larger, by less than it saves: on the rigid body to t = 100 (I = (1, 2, 3)) the
+    splitting's error is 27× the exact flow's (dt = 0.1 and 0.02), so equal errors take a step
+    √27 = 5.2 times smaller, 8 ns against 36; Kahan–Li 6's is 2.1–2.3× (dt = 0.1, 0.05); with
+    Kahan–Li 8 the exact flows are at roundoff (1e-13 at dt = 0.2) where the Cayley ones are
+    9e-13. On one trajectory under XLA on CPU the two cost about the same (the splitting: 0.16 µs
+    a step against 0.18 µs exact; Kahan–Li 6: 1.0 µs against 0.81 µs): XLA fuses the
+    trigonometric functions into one loop but splits the fusion at every division
+    (``benchmarks/splitting_flows.py``).
 
     A Hamiltonian that is not of this form is refused before any work (:class:`SplittableFamily`),
     naming its measured defect, and so is ``pieces`` that leaves out a nonzero piece. Under
