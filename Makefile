@@ -1,5 +1,6 @@
 # Entry points for a fresh machine with only python3 and make:
-#   make test   create .venv, install pinned versions, run the whole suite (2 workers), build the docs
+#   make test   create .venv, install pinned versions, run the suite but its slow tests (2 workers), build the docs
+#   make test-slow   the tests marked slow (processes, signals, devices, the dearest parametrized cases)
 #   make demo   create .venv, install pinned versions, reproduce the seeds' figures
 #   make docs   build the documentation site into site/ (mkdocs --strict)
 PYTHON ?= python3
@@ -7,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test docs demo bench install clean
+.PHONY: test test-slow docs demo bench install clean
 
 # uv installs no bytecode, and with PYTHONDONTWRITEBYTECODE set (as on the development machines) every Python
 # process of the suite (pytest, its workers, the tests' subprocesses) would compile jax, numpy and
@@ -25,8 +26,11 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 	$(MAKE) --no-print-directory docs
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist worksteal -m slow
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

@@ -159,6 +159,57 @@ def pytest_unconfigure(config):
         os.rmdir(_HANG_DIR)
 
 
+# What `make test` leaves to `make test-slow` (pytest -m slow), with the seconds each took on 2
+# cores (pytest --durations, fresh clone): runs of several processes, signals and devices, each
+# in child Pythons, and the dearest instances of parametrized properties whose other instances
+# stay in the fast suite (the property is then tested by both, on more cases by the slow one).
+SLOW = {
+    "tests/test_ensemble.py::test_four_devices_match_one_bit_for_bit": 18.2,
+    "tests/test_processes.py::test_the_command_line_starts_two_processes": 12.1,
+    "tests/test_processes.py::test_a_process_killed_mid_run_resumes_on_one_or_two_processes": 11.7,
+    "tests/test_processes.py::test_two_processes_write_the_store_of_one_bit_for_bit": 7.3,
+    "tests/test_interrupt.py::test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_resumes": 11.5,
+    "tests/test_interrupt.py::test_ctrl_c_from_python_raises_keyboard_interrupt_with_the_store_resumable": 9.1,
+    "tests/test_interrupt.py::test_a_second_ctrl_c_stops_at_once": 6.0,
+    "tests/test_native.py::test_a_second_process_loads_the_kernel_from_disk": 7.7,
+    "tests/test_native.py::test_without_llvmlite_everything_works_as_before": 4.2,
+    "tests/test_fuzz.py::test_the_cli_prints_no_traceback_and_exits_nonzero_as_a_process": 5.6,
+    "tests/test_dep.py::test_attitude_stays_in_so_n_and_noether_momentum_is_kept[moser_veselov_so3]": 10.5,
+    "tests/test_dep.py::test_the_midpoint_lagrangian_is_second_order_and_keeps_the_casimirs_on_any_matrix_group"
+    "[movable_base_top]": 9.1,
+    "tests/test_dep.py::test_the_midpoint_lagrangian_is_second_order_and_keeps_the_casimirs_on_any_matrix_group"
+    "[kirchhoff_se3]": 6.3,
+    "tests/test_dep.py::test_the_ready_made_split_lagrangians_are_second_order_and_keep_the_casimirs[heavy_top_n4]": 5.5,
+    "tests/test_dep.py::test_the_ready_made_split_lagrangians_are_second_order_and_keep_the_casimirs"
+    "[kirchhoff_flow_n4]": 4.9,
+    "tests/test_coupled_lr.py::test_the_coupled_lr_system_reduces_to_the_lplusr_system[so3_rubber_and_marble]": 9.0,
+    "tests/test_coupled_lr.py::test_the_coupled_lr_system_reduces_to_the_lplusr_system[so4_rubber]": 6.7,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[DEP Suris-Clebsch-system9-method9-y0s9]": 8.6,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[MoserVeselov so(4)-system4-method4-y0s4]": 6.1,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[GL6-system7-method7-y0s7]": 3.2,
+    "tests/test_reliability.py::test_a_run_split_in_pieces_is_the_whole_run[MV, reconstructed]": 8.6,
+    "tests/test_splitting.py::test_the_gradient_equals_direct_ad[Composition(splitting)-cayley]": 7.7,
+    "tests/test_cli.py::test_every_supported_pair_runs[veselova_n]": 5.0,
+    "tests/test_cli.py::test_every_supported_pair_runs[heavy_top_n]": 4.6,
+    "tests/test_gpu_lowering.py::test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers"
+    "[Projected(GL4)-float64]": 3.3,
+    "tests/test_nonholonomic_integrators.py::test_rubber_sphere_is_veselova_with_inertia_plus_D[4]": 5.8,
+    "tests/test_adaptive.py::test_each_member_is_diffrax_with_step_ts[3-False]": 3.6,
+    "tests/test_composition.py::test_each_method_is_symmetric_exactly_when_it_says_so[DEP midpoint]": 3.6,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    ids = {item.nodeid for item in items}
+    bases = {nodeid.split("[")[0] for nodeid in ids}
+    stale = [k for k in SLOW if k.split("[")[0] in bases and k not in ids]  # a case renamed or removed
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py SLOW names cases that were not collected: {stale}")
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_finish(session):
     """Tracing makes many short-lived cyclic objects; with Python's default thresholds the
     collector ran 2300 times in tests/test_nonholonomic_integrators.py (3.2 s of 68 s), each

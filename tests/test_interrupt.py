@@ -135,3 +135,35 @@ def test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_
     a, b = (lpjax.open_ensemble(str(tmp_path / n)) for n in ("whole.zarr", "cut.zarr"))
     assert b.settings["finished"]["processes"] == 1
     np.testing.assert_allclose(np.asarray(b.final_state), np.asarray(a.final_state), rtol=0, atol=1e-12)
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The first Ctrl-C waits for the chunks running; a second ends the command at once, with
+    status 130, the chunks marked done before it kept and the store not marked finished."""
+    store = tmp_path / "cut.zarr"
+    script = textwrap.dedent(f"""
+        import sys
+        from lpjax.cli import main
+        print("started", file=sys.stderr, flush=True)
+        main({["ensemble", *ARGS, "--no-progress", "--out", str(store)]!r})
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "started" not in p.stderr.readline():
+        assert p.poll() is None, p.stderr.read()
+    for _ in range(1200):  # a chunk done: the run is under way, with chunks running
+        try:
+            if _done(store).any():
+                break
+        except Exception:
+            pass
+        time.sleep(0.05)
+    t = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    stopped_in = time.perf_counter() - t
+    assert p.returncode == 130 and "interrupted twice: stopped at once" in err, err
+    done = _done(store)
+    assert 1 <= done.sum() < done.size and "finished" not in zarr.open_group(str(store), mode="r").attrs
+    assert stopped_in < 2.0, stopped_in  # a chunk of ARGS takes about 4 s here: not waited for

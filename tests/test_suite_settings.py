@@ -20,3 +20,17 @@ def test_one_intra_op_thread_under_jaxlib_0_10():
     names = [(pathlib.Path("/proc/self/task") / t / "comm").read_text().strip() for t in os.listdir("/proc/self/task")]
     assert os.environ.get("PJRT_NPROC") == "1"
     assert names.count("tf_XLAEigen") == 1, names
+
+
+def test_every_test_marked_slow_exists():
+    """conftest.SLOW names tests by node id; a renamed test would silently move back into the fast
+    suite (a renamed parametrized case is caught at collection)."""
+    import ast
+
+    from .conftest import SLOW
+
+    root = pathlib.Path(__file__).parent.parent
+    for nodeid in SLOW:
+        path, name = nodeid.split("[")[0].split("::")
+        tree = ast.parse((root / path).read_text())
+        assert name in {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}, nodeid
