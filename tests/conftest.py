@@ -162,7 +162,9 @@ def pytest_unconfigure(config):
 # What `make test` leaves to `make test-slow` (pytest -m slow), with the seconds each took on 2
 # cores (pytest --durations, fresh clone): runs of several processes, signals and devices, each
 # in child Pythons, and the dearest instances of parametrized properties whose other instances
-# stay in the fast suite (the property is then tested by both, on more cases by the slow one).
+# stay in the fast suite (the property is then tested by both, on more cases by the slow one),
+# and edge cases and whole-pipeline checks of 3-9 s (float32 with x64 off, a seed's figure, the
+# diffrax wrapper's complex, empty and diffrax-less states).
 SLOW = {
     "tests/test_ensemble.py::test_four_devices_match_one_bit_for_bit": 18.2,
     "tests/test_processes.py::test_the_command_line_starts_two_processes": 12.1,
@@ -196,6 +198,26 @@ SLOW = {
     "tests/test_nonholonomic_integrators.py::test_rubber_sphere_is_veselova_with_inertia_plus_D[4]": 5.8,
     "tests/test_adaptive.py::test_each_member_is_diffrax_with_step_ts[3-False]": 3.6,
     "tests/test_composition.py::test_each_method_is_symmetric_exactly_when_it_says_so[DEP midpoint]": 3.6,
+    "tests/test_float32.py::test_float32_with_x64_off": 8.5,
+    "tests/test_ensemble.py::test_float32_error_floor": 7.1,
+    "tests/test_reproduce.py::test_seed001_target": 6.8,
+    "tests/test_splitting.py::test_the_gradient_equals_direct_ad[Composition(splitting)-exact]": 6.0,
+    "tests/test_dep.py::test_the_midpoint_lagrangian_is_second_order_and_keeps_the_casimirs_on_any_matrix_group"
+    "[so21]": 5.8,
+    "tests/test_diffrax.py::test_complex_state_under_strict_dtype_promotion": 4.9,
+    "tests/test_diffrax.py::test_empty_and_scalar_states": 4.3,
+    "tests/test_diffrax.py::test_without_diffrax": 3.2,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[Collective(GL4)-system10-method10-y0s10]": 4.7,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[GL4 fixed iterations-system6-method6-y0s6]": 3.9,
+    "tests/test_gpu_lowering.py::test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers"
+    "[Veselova GL4-float64]": 4.5,
+    "tests/test_cli.py::test_every_supported_pair_runs[movable_base_top]": 4.4,
+    "tests/test_cli.py::test_every_supported_pair_runs[rubber_chaplygin_sphere]": 3.0,
+    "tests/test_cli.py::test_every_supported_pair_runs[veselova]": 2.7,
+    "tests/test_dep.py::test_the_ready_made_split_lagrangians_are_second_order_and_keep_the_casimirs"
+    "[kirchhoff_general_C]": 4.1,
+    "tests/test_reliability.py::test_a_run_split_in_pieces_is_the_whole_run[Projected]": 4.2,
+    "tests/test_adaptive.py::test_each_member_is_diffrax_with_step_ts[2-False]": 3.2,
 }
 
 
