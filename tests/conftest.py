@@ -218,6 +218,9 @@ SLOW = {
     "[kirchhoff_general_C]": 4.1,
     "tests/test_reliability.py::test_a_run_split_in_pieces_is_the_whole_run[Projected]": 4.2,
     "tests/test_adaptive.py::test_each_member_is_diffrax_with_step_ts[2-False]": 3.2,
+    "tests/test_gradients.py::test_the_stepped_adjoint_of_moser_veselov_equals_direct_ad[4-True]": 10.3,
+    "tests/test_composition.py::test_the_gradient_through_the_stages_adjoints_equals_direct_ad[MV]": 4.5,
+    "tests/test_gradients.py::test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad[3-fixed_point-0.02]": 3.0,
 }
 
 
@@ -225,7 +228,7 @@ def pytest_collection_modifyitems(config, items):
     ids = {item.nodeid for item in items}
     bases = {nodeid.split("[")[0] for nodeid in ids}
     stale = [k for k in SLOW if k.split("[")[0] in bases and k not in ids]  # a case renamed or removed
-    if stale:
+    if stale and not any("::" in str(a) for a in config.args):  # (not when cases were picked by node id)
         raise pytest.UsageError(f"tests/conftest.py SLOW names cases that were not collected: {stale}")
     for item in items:
         if item.nodeid in SLOW:
