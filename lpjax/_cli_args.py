@@ -40,7 +40,7 @@ def _positive_finite(value: float, flag: str) -> float:
     return value
 
 
-def _whole_steps(t1: float, dt: float, most: int) -> int:
+def _whole_steps(t1: float, dt: float, most: int = 2**31 - 1) -> int:
     """``t1 / dt`` steps, refused unless whole (to 1e-9 relative): a run never ends short of
     ``--t1`` without a word; the refusal names the two nearest end times."""
     k = t1 / dt

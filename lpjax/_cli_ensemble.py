@@ -12,7 +12,6 @@ from ._cli_args import (_as_args, _Failure, _parse_numbers, _parse_y0, _positive
 from ._cli_signals import _interrupts
 
 _DEFAULT_DT = 0.01
-_MAX_STEPS = 2**31 - 1
 
 # a process of `lpjax ensemble --processes K`: on an error, its line, then out at once (past
 # jax.distributed's shutdown barrier, which would wait for the others), with status 1, or 130
@@ -41,7 +40,7 @@ def _schedule(dt, steps, t1, save_every, saves, save_times, rtol, atol, error_es
         dt = _DEFAULT_DT if dt is None else dt
         if (steps is None) == (t1 is None):
             raise _Failure("give the run's length as --steps N or as --t1 T (a whole number of --dt steps), one of them")
-        n = _whole_steps(t1, dt, _MAX_STEPS) if steps is None else steps
+        n = _whole_steps(t1, dt) if steps is None else steps
         if n < 1:
             raise _Failure(f"--steps must be >= 1, got {n}")
         if save_every is not None and saves is not None:

@@ -24,7 +24,6 @@ from ._cli_args import (_Failure, _need_matplotlib, _parse_y0, _positive_finite,
 from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _steps_text, _write_npz
 from ._cli_signals import _resume_hint
 
-_MAX_STEPS = 2**31 - 1
 _PROGRESS_STEPS = 100_000  # runs at least this long show a progress bar (--progress forces one)
 _REPRODUCE_DEFAULT_OUT = "results/<seed>/"
 
@@ -149,7 +148,7 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
     if saves < 1:
         raise _Failure(f"--saves must be >= 1, got {saves}")
     tol = _tolerances(rtol, atol)  # (rtol, atol) of adaptive steps, or None
-    n_steps = None if tol else _whole_steps(t1, dt, _MAX_STEPS)
+    n_steps = None if tol else _whole_steps(t1, dt)
     if out:
         _writable_target(out, "--out", ".npz")
     if plot:

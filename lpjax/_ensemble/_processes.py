@@ -138,8 +138,11 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
             mine = cores[share(len(cores), count, i)] or cores
             child = {**(env or os.environ), "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
                      "LPJAX_PROCESSES": str(count), "LPJAX_PROCESS_ID": str(i)}
-            procs.append(subprocess.Popen([sys.executable, *argv], env=child, start_new_session=True))
-            os.sched_setaffinity(procs[-1].pid, mine)  # before the child has imported anything heavy
+            os.sched_setaffinity(0, mine)  # this thread's cores, which the child inherits from its start
+            try:
+                procs.append(subprocess.Popen([sys.executable, *argv], env=child, start_new_session=True))
+            finally:
+                os.sched_setaffinity(0, cores)
         while (codes := [p.poll() for p in procs]).count(None) and time.monotonic() < end:
             if not signals and any(c for c in codes if c is not None):
                 break

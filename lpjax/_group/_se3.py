@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 from typing import ClassVar, Optional, final
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
