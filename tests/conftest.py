@@ -170,7 +170,10 @@ SLOW = {
     "tests/test_processes.py::test_the_command_line_starts_two_processes": 12.1,
     "tests/test_processes.py::test_a_process_killed_mid_run_resumes_on_one_or_two_processes": 11.7,
     "tests/test_processes.py::test_two_processes_write_the_store_of_one_bit_for_bit": 7.3,
-    "tests/test_interrupt.py::test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_resumes": 11.5,
+    "tests/test_interrupt.py::test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_resumes"
+    "[launcher]": 8.2,
+    "tests/test_interrupt.py::test_ctrl_c_to_two_processes_stops_both_at_chunk_boundaries_and_one_process_resumes"
+    "[one process]": 8.3,
     "tests/test_interrupt.py::test_ctrl_c_from_python_raises_keyboard_interrupt_with_the_store_resumable": 9.1,
     "tests/test_interrupt.py::test_a_second_ctrl_c_stops_at_once": 6.0,
     "tests/test_native.py::test_a_second_process_loads_the_kernel_from_disk": 7.7,

@@ -121,7 +121,8 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
     The processes run in their own sessions, so that Ctrl-C at a terminal reaches only this
     one: it passes each SIGINT (and SIGTERM, as SIGINT) on to every process still running and
     waits for them (the first stops each at its next chunk boundary, a second at once), then
-    raises ``KeyboardInterrupt``."""
+    raises ``KeyboardInterrupt``. A process that was interrupted on its own (exit status 130)
+    is taken as such a first signal."""
     port, cores, end = _free_port(), sorted(os.sched_getaffinity(0)), time.monotonic() + (timeout or float("inf"))
     procs, signals = [], []
 
@@ -144,7 +145,9 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
             finally:
                 os.sched_setaffinity(0, cores)
         while (codes := [p.poll() for p in procs]).count(None) and time.monotonic() < end:
-            if not signals and any(c for c in codes if c is not None):
+            if not signals and 130 in codes:  # one process interrupted on its own: the others stop too
+                forward(signal.SIGINT, None)
+            elif not signals and any(c for c in codes if c is not None):
                 break
             time.sleep(0.05)
     finally:
