@@ -199,3 +199,23 @@ def test_the_launcher_pins_each_process_to_its_share_of_the_cores(tmp_path):
     cores = sorted(os.sched_getaffinity(0))
     got = [json.loads((tmp_path / f"p{i}").read_text()) for i in range(2)]
     assert got == ([cores[: len(cores) // 2], cores[len(cores) // 2 :]] if len(cores) > 1 else [cores, cores])
+
+
+def test_without_cpu_affinity_the_launcher_and_the_native_kernel_run(tmp_path, monkeypatch):
+    """macOS and Windows have no ``os.sched_getaffinity``/``sched_setaffinity``: there every core
+    counts, the launcher pins nothing, and ``kernel="auto"`` (native where llvmlite is
+    installed) runs as on Linux (simulated by removing both functions)."""
+    y0s = np.random.default_rng(0).normal(size=(300, 3))
+    system = lpjax.systems.rigid_body(np.array([1.0, 2.0, 3.0]))
+    with_affinity = lpjax.ensemble(system, lpjax.MoserVeselov(), y0s, 0.01, 50, progress=False)
+    for name in ("sched_getaffinity", "sched_setaffinity"):
+        monkeypatch.delattr(os, name, raising=False)
+    from lpjax._cores import usable_cores
+
+    assert usable_cores() == list(range(os.cpu_count()))
+    without = lpjax.ensemble(system, lpjax.MoserVeselov(), y0s, 0.01, 50, progress=False)
+    assert without.settings["kernel"] == with_affinity.settings["kernel"]
+    np.testing.assert_array_equal(without.final_state, with_affinity.final_state)
+    code = "import os, sys; open(sys.argv[1] + os.environ['LPJAX_PROCESS_ID'], 'w').write('ran')"
+    assert launch_local(2, ["-c", code, str(tmp_path / "p")]) == 0
+    assert [(tmp_path / f"p{i}").read_text() for i in range(2)] == ["ran", "ran"]

@@ -4,7 +4,8 @@ over devices and a resumable zarr store.
 One member is one :func:`lpjax.integrate` run (the same ``init/step`` and the same result codes
 and statistics). :func:`ensemble` reads as its stages: the inputs checked
 (:mod:`._validate`), the run laid out (:class:`._plan.Plan`), the results opened (a store or
-arrays, :class:`_Results`), the chunks run (:func:`_run_chunks`), the solution collected.
+arrays, :class:`._results.Results`), the chunks run (:func:`._runner.run_chunks`), the solution
+collected.
 Chunks are the unit of dispatch, storage, progress and resume; inside a chunk the members run
 in blocks, with the member axis last, by one of the kernels of :mod:`._kernel` (``vmap``-ed
 scan, entry by entry, a fused Pallas kernel, or native). With several devices, each chunk is

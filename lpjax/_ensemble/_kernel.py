@@ -1,13 +1,15 @@
 """The chunk function of :func:`lpjax.ensemble` and :func:`lpjax.ensemble_function`: one
 member's program (``init``, ``advance`` by ``save_every`` steps, ``observe``, ``summary``, the
-same ``init/step`` and result codes as :func:`lpjax.integrate`) and the three ways to run it
+same ``init/step`` and result codes as :func:`lpjax.integrate`) and the four ways to run it
 over a block of members, all with the member axis last:
 
 * ``"scan"``: ``vmap`` of each piece, the time loop (``lax.scan``) outside the ``vmap``;
 * ``"entries"``: each piece entry by entry (:mod:`lpjax._ensemble._kernels._entrywise`), every value a vector over the
   block;
 * ``"fused"``: one Pallas (Triton) kernel per block with the whole time loop inside
-  (:mod:`lpjax._ensemble._kernels._fused`).
+  (:mod:`lpjax._ensemble._kernels._fused`);
+* ``"native"``: the member program compiled by LLVM into one host function, chunks of
+  members over the cores (:mod:`lpjax._ensemble._kernels._native`).
 
 Blocks run one after the other (``lax.map``) within a call. :class:`EnsembleFunction` is the
 pure, jittable function of one chunk: members first in and out, padded to whole blocks inside.

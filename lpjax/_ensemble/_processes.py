@@ -20,6 +20,8 @@ from typing import Optional
 
 import numpy as np
 
+from .._cores import pin_this_thread, usable_cores
+
 __all__ = ["Group", "share", "initialize", "launched", "launch_local"]
 
 _MESSAGE = 2048  # bytes of an error message sent from process 0
@@ -114,7 +116,7 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
     """Run ``python argv`` as ``count`` local processes of one ``jax.distributed`` run (the
     coordinator on localhost, at a free port; each process calls :func:`initialize`), each pinned
     to its share of this process's cores (all of them when there are fewer cores than
-    processes). Waits for all; when one fails, or after ``timeout`` seconds, the others are
+    processes, or where the OS has no CPU affinity: macOS, Windows). Waits for all; when one fails, or after ``timeout`` seconds, the others are
     killed (they would wait for it at the next barrier, and JAX takes SIGTERM as a preemption
     notice). Returns the first nonzero exit status (-9 for the killed), else 0.
 
@@ -123,7 +125,7 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
     waits for them (the first stops each at its next chunk boundary, a second at once), then
     raises ``KeyboardInterrupt``. A process that was interrupted on its own (exit status 130)
     is taken as such a first signal."""
-    port, cores, end = _free_port(), sorted(os.sched_getaffinity(0)), time.monotonic() + (timeout or float("inf"))
+    port, cores, end = _free_port(), usable_cores(), time.monotonic() + (timeout or float("inf"))
     procs, signals = [], []
 
     def forward(signum, frame):
@@ -139,11 +141,12 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
             mine = cores[share(len(cores), count, i)] or cores
             child = {**(env or os.environ), "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
                      "LPJAX_PROCESSES": str(count), "LPJAX_PROCESS_ID": str(i)}
-            os.sched_setaffinity(0, mine)  # this thread's cores, which the child inherits from its start
+            pinned = pin_this_thread(mine)  # this thread's cores, which the child inherits from its start
             try:
                 procs.append(subprocess.Popen([sys.executable, *argv], env=child, start_new_session=True))
             finally:
-                os.sched_setaffinity(0, cores)
+                if pinned:
+                    pin_this_thread(cores)
         while (codes := [p.poll() for p in procs]).count(None) and time.monotonic() < end:
             if not signals and 130 in codes:  # one process interrupted on its own: the others stop too
                 forward(signal.SIGINT, None)

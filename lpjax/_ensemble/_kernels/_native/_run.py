@@ -62,6 +62,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ...._cores import usable_cores
 from ...._memo import by_identity
 from .._entrywise import Unfusable, member_avals, trace_member
 from ._source import source
@@ -194,7 +195,7 @@ class _Program:
         chunk, kernel = self.chunk, self.kernel
 
         n_chunks = -(-B // chunk)
-        workers = max(1, min(THREADS or len(os.sched_getaffinity(0)), n_chunks))
+        workers = max(1, min(THREADS or len(usable_cores()), n_chunks))
         # a queue of runs of whole chunks, TASKS per worker, taken in order by the workers as they
         # finish: members of unequal cost (adaptive steps, sorted by predicted cost, the dearest
         # first) are spread over the threads as they run, not in equal shares of members
