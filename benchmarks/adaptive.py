@@ -44,7 +44,7 @@ from scipy.integrate import solve_ivp
 
 import lpjax
 import lpjax.diffrax as ldx
-from lpjax._ensemble import _adaptive
+from lpjax._ensemble import _member
 from lpjax._ensemble._kernels._native import _run as _native
 from lpjax.systems import heavy_top
 
@@ -90,13 +90,13 @@ def worst_error(y: np.ndarray, ref: np.ndarray) -> float:
 
 def adaptive(stages: int, tol: float, estimate: str = "doubling", sort: bool = True, extrapolate=None):
     def run(y0s):
-        _adaptive.SORT = sort
+        _member.SORT = sort
         try:
             sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, None, kernel="native", t1=T1,
                                  controller=lpjax.PIDController(rtol=tol, atol=tol), max_steps=10**6,
                                  error_estimate=estimate, local_extrapolation=extrapolate)
         finally:
-            _adaptive.SORT = True
+            _member.SORT = True
         steps = np.asarray(sol.stats["num_accepted_steps"]) + np.asarray(sol.stats["num_rejected_steps"])
         return np.asarray(sol.final_state), steps, np.asarray(sol.result)
 

@@ -297,3 +297,20 @@ def test_the_defect_estimate_runs_in_every_kernel():
     assert steps[np.argmax(size)] > 3 * steps[np.argmin(size)], (steps, size)
     c = np.asarray(scan.observables["casimirs"])
     assert np.max(np.abs(c[:, -1] - c[:, 0])) < 1e-13 * np.max(size)
+
+
+def test_both_member_programs_keep_the_member_contract():
+    """The fixed-step and the adaptive member are one contract (``AbstractMember``); only the
+    adaptive one declares a cost, so only its members are run in cost order."""
+    from lpjax._ensemble._adaptive import AdaptiveMember
+    from lpjax._ensemble._kernel import _Member
+    from lpjax._ensemble._member import AbstractMember, in_cost_order
+
+    assert issubclass(_Member, AbstractMember) and issubclass(AdaptiveMember, AbstractMember)
+    assert AdaptiveMember.sorts and not _Member.sorts
+
+    class Unsorted:  # a member that declares no cost: run as given, no step_estimate asked for
+        sorts = False
+
+    y0s = np.arange(4.0)
+    np.testing.assert_array_equal(in_cost_order(lambda d, y: 2 * y, Unsorted, None, y0s, False), 2 * y0s)

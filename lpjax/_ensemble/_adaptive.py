@@ -25,7 +25,7 @@ save.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, final
+from typing import Any, Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -38,13 +38,13 @@ from .._integrate import _count_dtype
 from .._integrator import RESULTS, AbstractIntegrator
 from .._checks import positive_int
 from .._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
+from ._member import AbstractMember
 
-__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule", "dearest_first"]
+__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
 
 # the statistics of an adaptive member: steps accepted and rejected, the controller's next step
 # size (before clipping to a save time) and the time reached (t1, unless the member stopped)
 ADAPTIVE_STATS = ("num_accepted_steps", "num_rejected_steps", "next_dt", "t_reached")
-SORT = True  # run the members sorted by predicted cost (dearest_first); False: as given (for measurements)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +138,7 @@ def _select(ts: Float[Array, " n"], k: Int[Array, ""]) -> Float[Array, ""]:
 
 
 @final
-class AdaptiveMember(eqx.Module):
+class AdaptiveMember(AbstractMember):
     """An adaptive member program (see the module): ``ts`` the save times (the last is the
     final time), ``dt0`` the first step (None: :meth:`PIDController.initial_step`), at most
     ``max_steps`` attempts (accepted and rejected), then ``RESULTS.max_steps_reached``."""
@@ -154,10 +154,13 @@ class AdaptiveMember(eqx.Module):
     estimate: str = eqx.field(static=True, default="doubling")
     extrapolate: bool = eqx.field(static=True, default=True)
 
-    sorts = True  # the kernels run the members sorted by predicted cost (dearest_first)
-    replays = False  # no replay of steps whose non-finite values last: every attempt is tested
-    replay = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
-    save_every = 1  # one step of the kernels' programs is every attempt up to the next save
+    sorts: ClassVar[bool] = True  # the runner orders the members by step_estimate (in_cost_order)
+    replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
+    save_every: ClassVar[int] = 1  # one step of the kernels' programs is every attempt up to the next save
+
+    @property
+    def replays(self) -> bool:
+        return False  # no replay of steps whose non-finite values last: every attempt is tested
 
     @property
     def n_steps(self) -> int:
@@ -228,30 +231,6 @@ class AdaptiveMember(eqx.Module):
         y = self.method.observe(self.system(dyn_m), carry.state)
         stats = dict(zip(ADAPTIVE_STATS, (carry.accepted, carry.rejected, carry.dt, carry.t)))
         return y, carry.result._value, stats
-
-
-@eqx.filter_jit
-def _step_estimates(member, dyn, y0s, batched: bool):
-    return jax.vmap(member.step_estimate, in_axes=(0 if batched else None, 0))(dyn, y0s)
-
-
-def dearest_first(run: Callable, member, dyn, y0s, batched: bool):
-    """``run(dyn, y0s)`` with the members of an adaptive program sorted by predicted cost, the
-    dearest first (the smallest :meth:`AdaptiveMember.step_estimate`), and its outputs back in
-    the callers' order; any other program as it is.
-
-    A block of members runs as long as its slowest member (a ``while`` runs while any lane's
-    condition holds); sorted, a block holds members of like cost, and the native kernel's
-    threads, which take runs of chunks from a queue in order, start with the dearest. Each
-    member's result does not depend on its place."""
-    if not (member.sorts and SORT):
-        return run(dyn, y0s)
-    h = _step_estimates(member, dyn, jnp.asarray(y0s), batched)
-    xp = np if isinstance(y0s, np.ndarray) else jnp
-    order = xp.asarray(jnp.argsort(h, stable=True))
-    inverse = xp.argsort(order)
-    out = run(jax.tree.map(lambda a: a[order], dyn) if batched else dyn, y0s[order])
-    return jax.tree.map(lambda a: a[inverse], out)
 
 
 def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) -> AdaptiveMember:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, final
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, final
 
 import equinox as eqx
 import jax
@@ -29,7 +29,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._integrate import _Carry
-from ._adaptive import dearest_first
+from ._member import AbstractMember, in_cost_order
 from ._validate import checked_inputs
 from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
@@ -109,7 +109,7 @@ def block_size(n: int, platform: str, kernel: str, adaptive: bool = False) -> in
 
 
 @final
-class _Member(eqx.Module):
+class _Member(AbstractMember):
     """One member's program, in pieces that a block runner batches over members (the member
     axis last): ``init``, ``advance`` (``save_every`` steps), ``observe`` and ``summary``."""
 
@@ -125,7 +125,7 @@ class _Member(eqx.Module):
     # after the run (summary_and_finite; the fused kernel's); "written" runs the steps as written
     replay: str = eqx.field(static=True, default="save")
 
-    sorts = False  # (an adaptive member's are sorted by cost)
+    sorts: ClassVar[bool] = False  # (run in the callers' order)
 
     @property
     def replays(self) -> bool:
@@ -377,7 +377,7 @@ class EnsembleFunction(eqx.Module):
         dest = into and not self.member.sorts and ((into["final_state"], into["result"], part("stats/")),
                                                    part("observables/"))
         try:
-            (y_final, result, stats), saved = dearest_first(
+            (y_final, result, stats), saved = in_cost_order(
                 lambda d, y: run_native_host(self.member, d, y, self.member.n_steps // self.member.save_every,
                                              self.batched, dest), self.member, dyn, np.asarray(y0s), self.batched)
         except Unfusable as e:
@@ -393,7 +393,7 @@ class EnsembleFunction(eqx.Module):
             idx = np.arange(padded) % N
             y0s = y0s[idx]
             dyn = jax.tree.map(lambda a: a[idx], dyn) if self.batched else dyn
-        y_final, saved, result, stats = dearest_first(
+        y_final, saved, result, stats = in_cost_order(
             lambda d, y: _run_members(self.member, d, y, self.batched, block, kernel, self.platform), self.member, dyn,
             y0s, self.batched)
         return jax.tree.map(lambda a: a[:N], EnsembleOutput(y_final, saved, result, stats))
