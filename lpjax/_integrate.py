@@ -9,7 +9,6 @@ array values reuses the compiled code.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import equinox as eqx
@@ -19,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from ._adjoint import loop
-from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, positive_int, real_number, run_dtype
+from ._checks import as_numbers, cast_floats, error_if, finite_scalar, fixed_schedule, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
 from ._system import AbstractSystem, guarded
 
@@ -93,22 +92,12 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every, t0):
     if not isinstance(method, AbstractIntegrator):
         raise TypeError(f"method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
     method.check_system(system)
-    positive_int(n_steps, "n_steps")
-    positive_int(save_every, "save_every")
-    if n_steps % save_every:
-        raise ValueError(f"n_steps ({n_steps}) must be divisible by save_every ({save_every})")
+    fixed_schedule(dt, n_steps, save_every, "integrate")
     if n_steps > _MAX_STEPS_INT32 and not jax.config.jax_enable_x64:
         raise ValueError(f"n_steps = {n_steps} exceeds 2**31 - 1, the most that 32-bit step counters hold; turn on "
                          "JAX's x64 (jax.config.update('jax_enable_x64', True)) for 64-bit counters, or split the run "
                          "(integrate(..., y0=solution) continues it)")
     finite_scalar(t0, "t0")
-    real_number(dt, "dt")
-    if jnp.ndim(dt) != 0:
-        raise ValueError(f"dt must be a scalar, got shape {jnp.shape(dt)}")
-    if not is_traced(dt):
-        dtv = float(dt)
-        if not math.isfinite(dtv) or dtv <= 0:
-            raise ValueError(f"dt must be finite and > 0, got {dtv}")
     system.check_state(y0)
     if not is_traced(y0) and not np.all(np.isfinite(np.asarray(y0))):
         raise ValueError("y0 must be finite; it contains NaN or inf")

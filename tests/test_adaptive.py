@@ -219,7 +219,7 @@ def test_bad_adaptive_inputs_are_named():
         run(controller=ctrl, ts=[1.0, 2.0], t1=1.0)
     with pytest.raises(ValueError, match="stats=True"):
         run(controller=ctrl, t1=1.0, stats=True)
-    with pytest.raises(ValueError, match="dt0 must be a finite scalar"):
+    with pytest.raises(ValueError, match="ensemble: dt0 must be finite and > 0"):
         run(dt=-1.0, controller=ctrl, t1=1.0)
     with pytest.raises(TypeError, match="lpjax.PIDController"):
         run(controller="pid", t1=1.0)

@@ -367,7 +367,7 @@ def test_bad_inputs():
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, chunk_size=0)
     with pytest.raises(ValueError, match="n_steps .* divisible by save_every"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, save_every=3)
-    with pytest.raises(ValueError, match="dt must be a finite scalar > 0"):
+    with pytest.raises(ValueError, match="dt must be finite and > 0"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, -0.01, 10)
     with pytest.raises(ValueError, match=r"shape \(N, d\)"):
         lpjax.ensemble(RB, lpjax.RK4(), M0[None], 0.01, 10)

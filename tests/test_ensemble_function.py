@@ -66,7 +66,7 @@ def test_platform_and_kernel_choice_and_bad_inputs():
         lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, kernel="pallas")
     with pytest.raises(ValueError, match="must be divisible by save_every"):
         lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, save_every=3)
-    with pytest.raises(ValueError, match="dt must be a finite scalar > 0"):
+    with pytest.raises(ValueError, match="dt must be finite and > 0"):
         lpjax.ensemble_function(RB, lpjax.RK4(), 0.0, 10)
     with pytest.raises(TypeError, match="method must be an lpjax integrator"):
         lpjax.ensemble_function(RB, "RK4", 0.1, 10)

@@ -173,3 +173,23 @@ def test_gradient_through_user_hamiltonian_module():
     fd_k = (loss(_Quartic(INERTIA, h.k + eps)) - loss(_Quartic(INERTIA, h.k - eps))) / (2 * eps)
     assert abs(fd_k) > 1e-3
     np.testing.assert_allclose(g.k, fd_k, rtol=1e-6)
+
+
+def test_integrate_and_the_ensembles_share_one_schedule_check():
+    """One check and one set of messages for a fixed-step schedule (``lpjax._checks.fixed_schedule``),
+    each naming the entry point (before: three checks, three wordings)."""
+    from lpjax.systems import rigid_body
+
+    rb, mv, y0 = rigid_body(jnp.array([1.0, 2.0, 3.0])), lpjax.MoserVeselov(), jnp.array([1.0, 0.5, 0.8])
+    calls = {"integrate": lambda dt, n, k: lpjax.integrate(rb, mv, y0, dt, n, save_every=k),
+             "ensemble": lambda dt, n, k: lpjax.ensemble(rb, mv, y0[None], dt, n, save_every=k),
+             "ensemble_function": lambda dt, n, k: lpjax.ensemble_function(rb, mv, dt, n, save_every=k)}
+    for who, call in calls.items():
+        with pytest.raises(ValueError, match=f"{who}: dt must be finite and > 0, got -0.1"):
+            call(-0.1, 10, 5)
+        with pytest.raises(ValueError, match=rf"{who}: n_steps \(10\) must be divisible by save_every \(3\)"):
+            call(0.1, 10, 3)
+        with pytest.raises(ValueError, match=f"{who}: n_steps must be a positive integer"):
+            call(0.1, 0, 1)
+        with pytest.raises(TypeError, match=f"{who}: dt must be a real number"):
+            call("0.1", 10, 5)

@@ -36,7 +36,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 from .._controller import ControllerState, PIDController
 from .._integrate import _count_dtype
 from .._integrator import RESULTS, AbstractIntegrator
-from .._checks import positive_int
+from .._checks import positive_int, positive_step
 from .._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
 from ._member import AbstractMember
 
@@ -97,8 +97,8 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
         raise ValueError(f"{who}: local_extrapolation goes on from the two half steps of error_estimate='doubling'; "
                          f"error_estimate={estimate!r} has none")
     extrapolate = estimate == "doubling" if local_extrapolation is None else bool(local_extrapolation)
-    if dt is not None and (np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0):
-        raise ValueError(f"{who}: dt0 must be a finite scalar > 0, or None (chosen for each member), got {dt!r}")
+    if dt is not None:  # (None: chosen for each member)
+        positive_step(dt, f"{who}: dt0")
     if ts is None:
         if t1 is None:
             raise ValueError(f"{who}: an adaptive run needs its final time: t1=... (or save times ts=...)")

@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import cast_floats, checked_value, eval_shape_cached, invalid_as_nan, is_traced, positive_int, run_dtype
+from .._checks import (cast_floats, checked_value, eval_shape_cached, fixed_schedule, invalid_as_nan, is_traced,
+                       run_dtype)
 from .._integrator import AbstractIntegrator
 from .._system import guarded
 from .._memo import by_identity
@@ -187,13 +188,9 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
 
 
 def check_schedule(n_steps, save_every, dt, who: str) -> tuple[int, int]:
-    n_steps = positive_int(n_steps, "n_steps")
-    save_every = n_steps if save_every is None else positive_int(save_every, "save_every")
-    if n_steps % save_every:
-        raise ValueError(f"{who}: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
-    if isinstance(dt, (jax.Array, np.ndarray)) and np.ndim(dt) != 0 or not np.isfinite(float(dt)) or float(dt) <= 0:
-        raise ValueError(f"{who}: dt must be a finite scalar > 0, got {dt!r}")
-    return n_steps, save_every
+    """:func:`lpjax._checks.fixed_schedule`, ``save_every`` defaulting to ``n_steps`` (the start
+    and the end only)."""
+    return fixed_schedule(dt, n_steps, n_steps if save_every is None else save_every, who)
 
 
 class Inputs(NamedTuple):
