@@ -224,6 +224,8 @@ SLOW = {
     "tests/test_gradients.py::test_the_stepped_adjoint_of_moser_veselov_equals_direct_ad[4-True]": 10.3,
     "tests/test_composition.py::test_the_gradient_through_the_stages_adjoints_equals_direct_ad[MV]": 4.5,
     "tests/test_gradients.py::test_the_stepped_adjoint_of_gauss_legendre_equals_direct_ad[3-fixed_point-0.02]": 3.0,
+    "tests/test_bases.py::test_moser_veselov_in_every_accepted_basis_is_the_standard_map[permuted]": 3.4,
+    "tests/test_ensemble.py::test_entrywise_and_fused_kernels_equal_the_scan[Suris moving n=4-system1-method1-y0s1]": 3.1,
 }
 
 
