@@ -70,6 +70,13 @@ def _save_every(n_steps: int, saves: int) -> int:
     return max(d for d in divisors if d <= limit)
 
 
+def _save_times(t1: float, saves: int) -> list:
+    """``saves`` equally spaced save times after the start, the last exactly ``t1``."""
+    ts = (np.arange(1, saves + 1) * (t1 / saves)).tolist()
+    ts[-1] = t1
+    return ts
+
+
 def _parse_numbers(text: str, flag: str) -> list:
     """Finite numbers separated by commas (or a JSON list)."""
     try:

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import time
+
 import click
 import numpy as np
 
-from ._cli_args import (_as_args, _Failure, _parse_numbers, _parse_y0, _positive_finite, _save_every, _tolerances,
-                        _whole_steps, _x64)
+from ._cli_args import (_as_args, _Failure, _parse_numbers, _parse_y0, _positive_finite, _save_every, _save_times,
+                        _tolerances, _whole_steps, _x64)
 from ._cli_signals import _interrupts
 
 _DEFAULT_DT = 0.01
@@ -59,8 +60,7 @@ def _schedule(dt, steps, t1, save_every, saves, save_times, rtol, atol, error_es
     if ts is None and t1 is None:
         raise _Failure("an adaptive run (--rtol/--atol) needs its end time: --t1 T (or --save-times ending at it)")
     if ts is None and saves:
-        ts = (np.arange(1, saves + 1) * (t1 / saves)).tolist()
-        ts[-1] = t1
+        ts = _save_times(t1, saves)
     from ._controller import PIDController
 
     return dict(dt=dt, controller=PIDController(rtol=tol[0], atol=tol[1]), t1=t1, ts=ts, error_estimate=error_estimate)

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from ._cli_args import _save_times
 from ._io import atomic_write as _atomic_write
 
 
@@ -57,8 +58,7 @@ def _run_adaptive(system, method, y0, dt0, t1: float, saves: int, rtol: float, a
     from ._integrator import RESULTS
 
     t = time.perf_counter()
-    ts = np.linspace(t1 / saves, t1, saves)
-    ts[-1] = t1
+    ts = _save_times(t1, saves)
     out = ensemble(system, method, np.asarray(y0)[None], dt0, t1=float(t1), ts=ts,
                    controller=PIDController(rtol=rtol, atol=atol), progress=False)
     wall = time.perf_counter() - t
