@@ -21,7 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._checks import cast_floats, run_dtype
+from .._checks import cast_floats, is_traced, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
 from ._adaptive import Adaptive, adaptive_member, adaptive_schedule
@@ -147,7 +147,7 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
 
 def _refuse_transforms(*args) -> None:
     """``TypeError`` where an array of ``args`` is traced: ``ensemble`` under a transform."""
-    traced = [a for a in jax.tree.leaves(eqx.filter(args, eqx.is_array)) if isinstance(a, jax.core.Tracer)]
+    traced = [a for a in jax.tree.leaves(eqx.filter(args, eqx.is_array)) if is_traced(a)]
     if traced:
         raise TypeError(
             "ensemble runs eagerly (it plans chunks, writes stores and draws progress on the host), so it cannot run "

@@ -116,9 +116,9 @@ def launch_local(count: int, argv: list, env: Optional[dict] = None, timeout: Op
     """Run ``python argv`` as ``count`` local processes of one ``jax.distributed`` run (the
     coordinator on localhost, at a free port; each process calls :func:`initialize`), each pinned
     to its share of this process's cores (all of them when there are fewer cores than
-    processes, or where the OS has no CPU affinity: macOS, Windows). Waits for all; when one fails, or after ``timeout`` seconds, the others are
-    killed (they would wait for it at the next barrier, and JAX takes SIGTERM as a preemption
-    notice). Returns the first nonzero exit status (-9 for the killed), else 0.
+    processes, or where the OS has no CPU affinity: macOS, Windows). Waits for all; when one
+    fails, or after ``timeout`` seconds, the others are killed (they would wait for it at the
+    next barrier, and JAX takes SIGTERM as a preemption notice). Returns the first nonzero exit status (-9 for the killed), else 0.
 
     The processes run in their own sessions, so that Ctrl-C at a terminal reaches only this
     one: it passes each SIGINT (and SIGTERM, as SIGINT) on to every process still running and
