@@ -44,8 +44,8 @@ from scipy.integrate import solve_ivp
 
 import lpjax
 import lpjax.diffrax as ldx
-from lpjax._ensemble import _member
 from lpjax._ensemble._kernels._native import _run as _native
+from lpjax.kernels import Native
 from lpjax.systems import heavy_top
 
 T1, TARGET, BLOCK = 100.0, 1e-8, _native.ADAPTIVE_CHUNK
@@ -90,13 +90,9 @@ def worst_error(y: np.ndarray, ref: np.ndarray) -> float:
 
 def adaptive(stages: int, tol: float, estimate: str = "doubling", sort: bool = True, extrapolate=None):
     def run(y0s):
-        _member.SORT = sort
-        try:
-            sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, None, kernel="native", t1=T1,
-                                 controller=lpjax.PIDController(rtol=tol, atol=tol), max_steps=10**6,
-                                 error_estimate=estimate, local_extrapolation=extrapolate)
-        finally:
-            _member.SORT = True
+        sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, None, kernel=Native(sort_by_cost=sort), t1=T1,
+                             controller=lpjax.PIDController(rtol=tol, atol=tol), max_steps=10**6,
+                             error_estimate=estimate, local_extrapolation=extrapolate)
         steps = np.asarray(sol.stats["num_accepted_steps"]) + np.asarray(sol.stats["num_rejected_steps"])
         return np.asarray(sol.final_state), steps, np.asarray(sol.result)
 
@@ -105,11 +101,7 @@ def adaptive(stages: int, tol: float, estimate: str = "doubling", sort: bool = T
 
 def fixed(stages: int, n_steps: int, chunk: int = _native.CHUNK):
     def run(y0s):
-        default, _native.CHUNK = _native.CHUNK, chunk
-        try:
-            sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, T1 / n_steps, n_steps, kernel="native")
-        finally:
-            _native.CHUNK = default
+        sol = lpjax.ensemble(TOP, lpjax.GaussLegendre(stages), y0s, T1 / n_steps, n_steps, kernel=Native(chunk=chunk))
         return np.asarray(sol.final_state), np.full(len(y0s), n_steps), np.asarray(sol.result)
 
     return run

@@ -7,6 +7,7 @@ from . import (
     diagnostics as diagnostics,
     fit as fit,
     groups as groups,
+    kernels as kernels,
     lagrangians as lagrangians,
     systems as systems,
 )

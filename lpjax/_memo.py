@@ -49,6 +49,11 @@ def by_identity(fn: Callable) -> Callable:
     other object takes its ``id``), and only when every argument is immutable (see the
     module's docstring); exceptions are not remembered."""
     cache: collections.OrderedDict = collections.OrderedDict()
+    built = [0]
+
+    def build(*args):
+        built[0] += 1
+        return fn(*args)
 
     @functools.wraps(fn)
     def memo(*args):
@@ -56,18 +61,19 @@ def by_identity(fn: Callable) -> Callable:
             key = tuple((type(a), a) if _by_value(a) else id(a) for a in args)
             hash(key)
         except TypeError:  # an unhashable value
-            return fn(*args)
+            return build(*args)
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)
             return hit[1]
         if not all(_by_value(a) or _immutable(a) for a in args):
-            return fn(*args)
-        out = fn(*args)
+            return build(*args)
+        out = build(*args)
         cache[key] = (args, out)
         while len(cache) > SIZE:
             cache.popitem(last=False)
         return out
 
     memo.cache_clear = cache.clear
+    memo.built = lambda: built[0]  # how many times ``fn`` ran (a test's count)
     return memo

@@ -361,8 +361,15 @@ def test_a_state_of_the_wrong_shape_or_not_numbers_is_refused_before_tracing():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="kernel must be one of 'auto', 'scan', 'entries', 'fused', 'native', got 'pallas'"):
+    with pytest.raises(ValueError, match=r"kernel must be one of 'auto', 'scan', 'entries', 'fused', 'native' or a kernel "
+                                         r"of lpjax.kernels \(Scan\(\), .*got 'pallas'"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, kernel="pallas")
+    with pytest.raises(ValueError, match="Native: threads must be a positive int or None, got 0"):
+        lpjax.kernels.Native(threads=0)
+    with pytest.raises(ValueError, match="Fused: block must be a power of two or None, got 96"):
+        lpjax.kernels.Fused(block=96)
+    with pytest.raises(ValueError, match="kernel='native' compiles for the CPU, not 'gpu'"):
+        lpjax.ensemble_function(RB, lpjax.RK4(), 0.01, 10, kernel=lpjax.kernels.Native(), platform="gpu")
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         lpjax.ensemble(RB, lpjax.RK4(), M0, 0.01, 10, chunk_size=0)
     with pytest.raises(ValueError, match="n_steps .* divisible by save_every"):

@@ -30,7 +30,7 @@ def test_equals_ensemble_and_jits_inside_user_code():
     (any N: padded inside); under a user's jit with an outer computation (a mean energy and
     its use), compiled once."""
     f = lpjax.ensemble_function(RB, lpjax.GaussLegendre(2), 0.02, 40, save_every=10, observe="energy")
-    assert f.kernel == "scan" and f.platform == "cpu"
+    assert f.kernel == lpjax.kernels.Scan() and f.platform == "cpu"
     out = f(jnp.asarray(M0[:37]))
     sol = lpjax.ensemble(RB, lpjax.GaussLegendre(2), M0[:37], 0.02, 40, save_every=10, observe="energy", kernel="scan")
     assert out.final_state.shape == (37, 3) and out.observables["energy"].shape == (37, 5)
@@ -54,10 +54,10 @@ def test_equals_ensemble_and_jits_inside_user_code():
 
 
 def test_platform_and_kernel_choice_and_bad_inputs():
-    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="cuda").kernel == "fused"
-    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="rocm").kernel == "fused"
-    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="tpu").kernel == "scan"
-    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="cpu", kernel="entries").kernel == "entries"
+    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="cuda").kernel == lpjax.kernels.Fused()
+    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="rocm").kernel == lpjax.kernels.Fused()
+    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="tpu").kernel == lpjax.kernels.Scan()
+    assert lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="cpu", kernel="entries").kernel == lpjax.kernels.Entries()
     with pytest.raises(ValueError, match="platform must be one of 'cpu', 'gpu', 'cuda', 'rocm', 'tpu' or None, got 'metal'"):
         lpjax.ensemble_function(RB, lpjax.RK4(), 0.1, 10, platform="metal")
     with pytest.raises(ValueError, match="kernel='fused' is a Triton kernel"):

@@ -178,7 +178,7 @@ _LOWERING = [pytest.param(*c, dt, id=f"{c[0]}-{dt.__name__}") for c in CASES for
 def test_the_fused_kernel_lowers_for_cuda_with_the_state_in_registers(name, system, method, y0, dtype):
     f = lpjax.ensemble_function(system, method, 0.01, N_STEPS, save_every=SAVE_EVERY, observe="casimirs",
                                 platform="cuda", dtype=dtype)
-    assert f.kernel == "fused" and f.platform == "gpu"  # chosen for the platform, on this CPU-only machine
+    assert f.kernel == lpjax.kernels.Fused() and f.platform == "gpu"  # chosen for the platform, on this CPU-only machine
     y0s = jnp.asarray(np.tile(np.asarray(y0, dtype), (N, 1)))
     hlo, ir = lower_for_cuda(f, y0s)
     # one Triton kernel (not the scan); for a method whose non-finite entries last, a second one,
@@ -272,7 +272,7 @@ def test_the_adaptive_kernel_lowers_for_cuda_with_a_while_per_lane(stages):
     system = lpjax.systems.heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
     f = lpjax.ensemble_function(system, lpjax.GaussLegendre(stages), None, platform="cuda", observe="casimirs",
                                 controller=lpjax.PIDController(rtol=1e-8, atol=1e-8), ts=[0.5, 1.0, 2.0])
-    assert f.kernel == "fused"
+    assert f.kernel == lpjax.kernels.Fused()
     hlo, ir = lower_for_cuda(f, jnp.ones((N, 6)))
     assert hlo.count("__gpu$xla.gpu.triton") == 1
     prof = loop_profile(ir)

@@ -18,6 +18,7 @@ import pytest
 
 import lpjax
 from lpjax._ensemble._kernels._native import _run as _native
+from lpjax.kernels import Native
 from lpjax.systems import (
     clebsch_case, lagrange_top, rigid_body, rigid_body_n, rubber_chaplygin_sphere, veselova,
 )
@@ -102,7 +103,7 @@ def test_a_member_that_overflows_mid_run(name, system, method, y0s):
     _assert_equal_runs(lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW), ref)
 
 
-def test_speculative_steps_give_the_steps_as_written(monkeypatch):
+def test_speculative_steps_give_the_steps_as_written():
     """An explicit step runs with its finiteness tests taken as passed, and a chunk whose tested
     values were not all finite runs the same steps again as written: the same bits as without
     speculation, and the scan's codes and counts. RK4 on rigid bodies spun so fast that the
@@ -113,11 +114,9 @@ def test_speculative_steps_give_the_steps_as_written(monkeypatch):
     y0s[7] *= 1000
     ref = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.02, 12, kernel="scan", **KW)
     assert ref.failed.tolist() == [4, 7] and ref.stats["num_failed_steps"][[4, 7]].tolist() == [5, 10]
-    monkeypatch.setattr(_native, "CHUNK", 3)
     runs = {}
     for every in (4, 10**9):  # speculating, and not
-        monkeypatch.setattr(_native, "SPECULATE_EVERY", every)
-        runs[every] = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.02, 12, kernel="native", **KW)
+        runs[every] = lpjax.ensemble(RB, lpjax.RK4(), y0s, 0.02, 12, kernel=Native(chunk=3, speculate_every=every), **KW)
     _assert_equal_runs(runs[4], ref)
     for k in ("final_state", "result"):
         assert np.array_equal(getattr(runs[4], k), getattr(runs[10**9], k), equal_nan=k == "final_state")
@@ -160,16 +159,14 @@ def test_systems_batched_over_parameters():
 INDEPENDENCE = [CASES[0], CASES[3], CASES[6]]  # straight-line code, a fixed loop, a while loop
 
 
-def test_results_do_not_depend_on_threads_chunks_or_loop_layout(monkeypatch):
+def test_results_do_not_depend_on_threads_chunks_or_loop_layout():
     """Suris (straight-line), Moser–Veselov (a fixed loop) and GL4 (a while loop with early
     exit): bit-identical over 1, 2 and 4 threads, chunks of 256, 7 and 64 members, and with
-    the loops per member instead of as passes over the chunk (``SPLIT``)."""
+    the loops per member instead of as passes over the chunk (``split=False``)."""
     outs = []
     for threads, chunk, split in ((1, 256, True), (2, 7, True), (4, 64, True), (4, 7, False), (1, 256, False)):
-        monkeypatch.setattr(_native, "THREADS", threads)
-        monkeypatch.setattr(_native, "CHUNK", chunk)
-        monkeypatch.setattr(_native, "SPLIT", split)
-        outs.append([lpjax.ensemble(system, method, y0s, 0.02, 12, kernel="native", **KW)
+        kernel = Native(threads=threads, chunk=chunk, split=split)
+        outs.append([lpjax.ensemble(system, method, y0s, 0.02, 12, kernel=kernel, **KW)
                      for _, system, method, y0s in INDEPENDENCE])
     for other in outs[1:]:
         for a, b in zip(outs[0], other):
@@ -212,13 +209,13 @@ class _Kirchhoff(eqx.Module):
         return 0.5 * jnp.dot(mu, jnp.linalg.solve(self.K, mu))
 
 
-def test_a_fallback_is_recorded_as_the_kernel_that_ran_and_warned_at_the_callers_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(lpjax._ensemble._kernel, "_warned", set())  # said once per process: not said before here
+def test_a_fallback_is_recorded_as_the_kernel_that_ran_and_warned_at_the_callers_line(tmp_path):
+    kernel = Native(chunk=13)  # said once per method, system and kernel: not said before here
     A = RNG.normal(size=(6, 6))
     system = lpjax.LiePoissonSystem(lpjax.algebras.se3(), _Kirchhoff(jnp.asarray(A @ A.T + 6 * np.eye(6))), -1)
     y0s = RNG.normal(size=(8, 6))
     with pytest.warns(UserWarning, match=r"cannot run natively \(kernel='native'\) \(primitive 'lu'\)") as caught:
-        got = lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.05, 6, kernel="native", out=str(tmp_path / "k"))
+        got = lpjax.ensemble(system, lpjax.GaussLegendre(2), y0s, 0.05, 6, kernel=kernel, out=str(tmp_path / "k"))
     assert [w.filename for w in caught] == [__file__]
     assert got.settings["kernel"] == "scan"
     assert lpjax.open_ensemble(str(tmp_path / "k")).settings["kernel"] == "scan"
@@ -237,13 +234,11 @@ def test_denormals_flush_to_zero_as_in_xla():
     assert np.array_equal(got.final_state, ref.final_state)
 
 
-def test_programs_too_large_run_on_the_scan(monkeypatch):
-    monkeypatch.setattr(_native, "MAX_LINES", 50)
-    monkeypatch.setattr(_native, "_programs", {})  # not a program another test compiled
+def test_programs_too_large_run_on_the_scan():
     ref = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="scan")
     with pytest.warns(UserWarning, match=r"cannot run natively .* instructions, over the 50 that LLVM compiles "
                                          r"in seconds\); using kernel='scan'"):
-        got = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel="native")
+        got = lpjax.ensemble(RB, lpjax.RK4(), M0[:8], 0.02, 4, kernel=Native(max_lines=50))
     assert np.array_equal(got.final_state, ref.final_state)
 
 

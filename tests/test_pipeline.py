@@ -2,6 +2,7 @@
 are written by another thread, and the state observable's ends are not stored twice (they are
 ``y0s`` and ``final_state``)."""
 
+import logging
 import threading
 
 import jax
@@ -10,7 +11,6 @@ import numpy as np
 import pytest
 
 import lpjax
-from lpjax._ensemble import _plan, _runner
 from lpjax._ensemble._state_saves import StateSaves
 from lpjax.systems import rigid_body
 
@@ -18,29 +18,17 @@ RB = rigid_body(jnp.array([1.0, 2.0, 3.0]))
 M0 = np.random.default_rng(11).normal(size=(400, 3))
 
 
-def test_chunk_k_plus_1_is_dispatched_before_chunk_k_is_fetched(monkeypatch):
+def test_chunk_k_plus_1_is_dispatched_before_chunk_k_is_fetched(caplog):
     """One worker (as on a GPU): the main thread dispatches, a writer thread collects. Chunk
     k + 1 is dispatched before chunk k is collected, chunk k is collected (started) before
     chunk k + 3 is dispatched; the collects run on another thread; the results equal those of the threaded CPU run bit for
     bit."""
     threaded = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.05, 40, save_every=10, chunk_size=100, kernel="scan")
-    events, lock = [], threading.Lock()
-    dispatch, collect = _runner._dispatch, _runner._collect
-
-    def logged_dispatch(plan, fn, inp, dyn, k, keep):
-        with lock:
-            events.append(("dispatch", k, threading.get_ident()))
-        return dispatch(plan, fn, inp, dyn, k, keep)
-
-    def logged_collect(results, k, lo, hi, outs):
-        with lock:
-            events.append(("collect", k, threading.get_ident()))
-        return collect(results, k, lo, hi, outs)
-
-    monkeypatch.setattr(_runner, "_dispatch", logged_dispatch)
-    monkeypatch.setattr(_runner, "_collect", logged_collect)
-    monkeypatch.setattr(_plan.os, "cpu_count", lambda: 1)  # one worker thread: the pipeline
-    sol = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.05, 40, save_every=10, chunk_size=100, kernel="scan")
+    with caplog.at_level(logging.DEBUG, logger="lpjax.ensemble"):  # one worker thread: the pipeline
+        sol = lpjax.ensemble(RB, lpjax.MoserVeselov(), M0, 0.05, 40, save_every=10, chunk_size=100,
+                             kernel=lpjax.kernels.Scan(threads=1))
+    events = [(r.getMessage().split()[0], int(r.getMessage().split()[-1]), r.thread) for r in caplog.records
+              if r.name == "lpjax.ensemble"]
     at = {(what, k): i for i, (what, k, _) in enumerate(events)}
     assert sorted(at) == sorted((what, k) for what in ("dispatch", "collect") for k in range(4))
     for k in range(3):  # the next chunk is on the device before this one is fetched

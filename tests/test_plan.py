@@ -8,14 +8,15 @@ import jax
 import numpy as np
 import pytest
 
-from lpjax._ensemble._kernel import CPU_BLOCK
-from lpjax._ensemble._plan import CPU_CHUNK, make_plan
+from lpjax._ensemble._kernels._kinds import CPU_BLOCK, CPU_CHUNK
+from lpjax._ensemble._plan import make_plan
+from lpjax.kernels import Native, Scan
 
 
 def test_the_native_kernel_runs_an_ensemble_as_one_chunk_on_its_own_threads():
     pytest.importorskip("llvmlite")
     plan = make_plan(100_000, 6, 200, 200, np.float64, False, "native")
-    assert (plan.kernel, plan.platform, plan.devices, plan.workers) == ("native", "cpu", None, 1)
+    assert (plan.kernel, plan.platform, plan.devices, plan.workers) == (Native(), "cpu", None, 1)
     assert (plan.chunk, plan.n_chunks, plan.padded, plan.n_save, plan.span(0)) == (100_000, 1, 100_000, 1, (0, 100_000))
     assert str(plan) == ("100000 members of size 6, 200 steps saved every 200, float64: kernel 'native' on one cpu "
                          "device, 1 chunk(s) of 100000 over 1 worker thread(s)")
@@ -39,12 +40,12 @@ def test_a_given_chunk_size_and_several_devices():
         make_plan(2500, 3, 4, 2, np.float64, False, "auto", chunk_size=0)
     two = [jax.devices()[0]] * 2  # several devices: each chunk split over them
     plan = make_plan(10, 3, 4, 2, np.float64, False, "scan", two, 3)
-    assert (plan.kernel, plan.workers, plan.chunk, plan.padded, plan.n_chunks) == ("scan", 1, 3, 4, 4)
+    assert (plan.kernel, plan.workers, plan.chunk, plan.padded, plan.n_chunks) == (Scan(), 1, 3, 4, 4)
     assert "2 cpu devices" in str(plan)
     # "auto" is the kernel of one device (here the native one, which takes whole chunks on the host's cores)
     auto = make_plan(10, 3, 4, 2, np.float64, False, "auto", two, 3)
     assert auto.kernel == make_plan(10, 3, 4, 2, np.float64, False, "auto", None, 3).kernel
-    if auto.kernel == "native":
+    if auto.kernel.on_host:
         assert auto.devices is None
 
 

@@ -26,6 +26,7 @@ from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
 from ._adaptive import Adaptive, adaptive_member, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
+from ._kernels import AbstractKernel
 from .._memo import by_identity
 from ._plan import Plan, make_plan
 from ._results import Results
@@ -36,7 +37,7 @@ from ._validate import check_members, check_schedule, observe_fn, observe_nothin
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
 
-def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: str, platform: str,
+def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: AbstractKernel, platform: str,
                    rdtype, batched: bool, stats: bool, adaptive: Optional[Adaptive] = None) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
     if adaptive is None:
@@ -54,7 +55,7 @@ def ensemble_function(
     *,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
-    kernel: str = "auto",
+    kernel: Union[str, AbstractKernel] = "auto",
     platform: Optional[str] = None,
     dtype=None,
     batched_system: bool = False,
@@ -107,7 +108,7 @@ def ensemble_function(
     check_members(system, method, batched_system, "ensemble_function")
     plat = platform_of(platform)
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
-    kernel = resolve_kernel("scan" if kernel == "auto" and plat == "cpu" else kernel, plat)
+    kernel = resolve_kernel(kernel, plat, differentiable=True)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
                         bool(batched_system), stats, adaptive)
 
@@ -183,7 +184,7 @@ def ensemble(
     devices: Optional[list] = None,
     metadata: Optional[dict] = None,
     batched_system: bool = False,
-    kernel: str = "auto",
+    kernel: Union[str, AbstractKernel] = "auto",
 ) -> EnsembleSolution:
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
     parameters (``batched_system=True``: every array of the system has a leading axis N, as
@@ -251,22 +252,25 @@ def ensemble(
             ``kernel="auto"`` is one device's kernel whatever their number (the native kernel
             runs whole chunks on the host's cores), and its results, like the fused kernel's,
             match one device bit for bit; the scan kernel's agree to roundoff.
-        kernel: how a block of members runs (the results agree to roundoff):
+        kernel: how a block of members runs (the results agree to roundoff): an object of
+            :mod:`lpjax.kernels`, with its options, or the shorthand of one with its defaults:
 
-            - ``"scan"``: the member program under ``vmap``, a ``lax.scan`` over the steps;
-            - ``"entries"``: the member program entry by entry over the block, in a scan
-              (:mod:`lpjax._ensemble._kernels._entrywise`: every value a vector over the members);
-            - ``"fused"``: one Triton kernel (Pallas) per block of members with the whole time
-              loop inside (:mod:`lpjax._ensemble._kernels._fused`); on CPU it runs in Pallas' interpret mode
-              (slow: for tests);
-            - ``"native"`` (CPU, ``pip install 'lpjax[cpu]'``): the member program compiled
-              by LLVM into one function (:mod:`lpjax._ensemble._kernels._native`): chunks over the cores, the
-              time loop outside member loops that vectorize; cached on disk;
+            - ``"scan"``, :class:`lpjax.kernels.Scan`: the member program under ``vmap``, a
+              ``lax.scan`` over the steps;
+            - ``"entries"``, :class:`lpjax.kernels.Entries`: the member program entry by entry
+              over the block, in a scan (every value a vector over the members);
+            - ``"fused"``, :class:`lpjax.kernels.Fused`: one Triton kernel (Pallas) per block of
+              members with the whole time loop inside; on CPU it runs in Pallas' interpret
+              mode (slow: for tests);
+            - ``"native"``, :class:`lpjax.kernels.Native` (CPU, ``pip install 'lpjax[cpu]'``):
+              the member program compiled by LLVM into one function: chunks over the cores,
+              the time loop outside member loops that vectorize; cached on disk;
             - ``"auto"`` (default): ``"fused"`` on a GPU; on CPU ``"native"`` when llvmlite is
               installed (and one device is used), else ``"scan"``.
 
-            A program the entrywise evaluator cannot run (an unsupported primitive) falls back
-            to ``"scan"`` with a warning naming the primitive, once per method and system.
+            A program the kernel cannot run (a primitive it does not know) falls back to
+            ``"scan"`` with a warning naming the primitive, once per method, system and kernel.
+            The settings record the kernel that ran by its shorthand.
 
     **Several processes** (after ``jax.distributed.initialize()``, by the user, a launcher, or
     ``lpjax ensemble --processes K``/``--distributed``): every process calls :func:`ensemble` with

@@ -1,18 +1,9 @@
 """The chunk function of :func:`lpjax.ensemble` and :func:`lpjax.ensemble_function`: one
 member's program (``init``, ``advance`` by ``save_every`` steps, ``observe``, ``summary``, the
-same ``init/step`` and result codes as :func:`lpjax.integrate`) and the four ways to run it
-over a block of members, all with the member axis last:
-
-* ``"scan"``: ``vmap`` of each piece, the time loop (``lax.scan``) outside the ``vmap``;
-* ``"entries"``: each piece entry by entry (:mod:`lpjax._ensemble._kernels._entrywise`), every value a vector over the
-  block;
-* ``"fused"``: one Pallas (Triton) kernel per block with the whole time loop inside
-  (:mod:`lpjax._ensemble._kernels._fused`);
-* ``"native"``: the member program compiled by LLVM into one host function, chunks of
-  members over the cores (:mod:`lpjax._ensemble._kernels._native`).
-
-Blocks run one after the other (``lax.map``) within a call. :class:`EnsembleFunction` is the
-pure, jittable function of one chunk: members first in and out, padded to whole blocks inside.
+same ``init/step`` and result codes as :func:`lpjax.integrate`), the kernel's choice (a
+shorthand or an object of :mod:`lpjax.kernels`, :func:`resolve_kernel`) and
+:class:`EnsembleFunction`, the pure, jittable function of one chunk: members first in and out,
+padded to whole blocks inside, run by its kernel (:mod:`._kernels`) with the member axis last.
 """
 
 from __future__ import annotations
@@ -20,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from typing import Any, Callable, ClassVar, NamedTuple, Optional, final
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, Union, final
 
 import equinox as eqx
 import jax
@@ -35,15 +26,13 @@ from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
 from .._integrator._base import deferred_finiteness
 from .._integrator._implicit import collecting_statistics
-from ._kernels import Unfusable, members_last, native_available, native_program, run_fused, run_native, run_native_host
+from ._kernels import AbstractKernel, Entries, Fused, Native, Scan, Unfusable, native_available
 
-__all__ = ["CPU_BLOCK", "EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
+__all__ = ["EnsembleFunction", "EnsembleOutput", "KERNELS", "platform_of", "resolve_kernel", "warn_once"]
 
-KERNELS = ("auto", "scan", "entries", "fused", "native")
+_SHORTHANDS = {"scan": Scan, "entries": Entries, "fused": Fused, "native": Native}
+KERNELS = ("auto", *_SHORTHANDS)
 _PLATFORMS = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu", "rocm": "gpu", "tpu": "tpu"}
-CPU_BLOCK = 2048  # members per block on CPU: 6 float64 components of 2048 members fit in L2
-_FUSED_BLOCK = 256  # members per program of the fused kernel on a GPU (a power of two: Triton's block shapes)
-_ADAPTIVE_BLOCK = 32  # one warp: an adaptive block runs as long as its slowest member
 _warned: set = set()
 _verdicts: dict = {}  # EnsembleFunction.runnable's (None, or why the kernel cannot run the program), starts_as_given's
 
@@ -53,10 +42,11 @@ def _avals(tree) -> tuple:
     return treedef, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in leaves)
 
 
-def warn_once(message: str) -> None:
-    """A ``UserWarning``, once per message, at the first line of the call stack outside lpjax."""
-    if message not in _warned:
-        _warned.add(message)
+def warn_once(message: str, key=None) -> None:
+    """A ``UserWarning``, once per message (and ``key``), at the first line of the call stack
+    outside lpjax."""
+    if (message, key) not in _warned:
+        _warned.add((message, key))
         warnings.warn(message, stacklevel=external_stacklevel())
 
 
@@ -70,42 +60,29 @@ def platform_of(platform: Optional[str], devices=None) -> str:
     return _PLATFORMS[platform.lower()]
 
 
-def resolve_kernel(kernel: str, platform: str) -> str:
-    """``kernel`` with ``"auto"`` resolved: the fused kernel on a GPU; on CPU the native kernel
-    when llvmlite is installed (the ``lpjax[cpu]`` extra) and ``$LPJAX_CPU_KERNEL`` is not
-    ``scan``, else the scan; the scan elsewhere."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
-    if kernel == "auto":
-        if platform == "cpu":  # $LPJAX_CPU_KERNEL=scan opts out of the native kernel
+def resolve_kernel(kernel: Union[str, AbstractKernel], platform: str, differentiable: bool = False) -> AbstractKernel:
+    """The kernel object of ``kernel`` (an object of :mod:`lpjax.kernels`, or the shorthand of
+    one with its defaults), checked for ``platform``. ``"auto"``: :class:`Fused` on a GPU; on
+    CPU :class:`Native` when llvmlite is installed (the ``lpjax[cpu]`` extra), the run need not
+    be ``differentiable`` (the native kernel is a host callback) and ``$LPJAX_CPU_KERNEL`` is
+    not ``scan``, else :class:`Scan`; :class:`Scan` elsewhere."""
+    if isinstance(kernel, str) and kernel == "auto":
+        kernel = Scan()
+        if platform == "gpu":
+            kernel = Fused()
+        elif platform == "cpu":  # $LPJAX_CPU_KERNEL=scan opts out of the native kernel
             choice = os.environ.get("LPJAX_CPU_KERNEL", "native")
             if choice not in ("native", "scan"):
                 raise ValueError(f"LPJAX_CPU_KERNEL must be 'native' or 'scan', got {choice!r}")
-            return "native" if choice == "native" and native_available() else "scan"
-        return "fused" if platform == "gpu" else "scan"
-    if kernel == "fused" and platform == "tpu":
-        raise ValueError("kernel='fused' is a Triton kernel, for GPUs (and CPU tests in interpret mode), not TPUs")
-    if kernel == "native":
-        if platform != "cpu":
-            raise ValueError(f"kernel='native' compiles for the CPU, not {platform!r}")
-        if not native_available():
-            raise ValueError("kernel='native' needs llvmlite: pip install 'lpjax[cpu]'")
+            if choice == "native" and native_available() and not differentiable:
+                kernel = Native()
+    elif isinstance(kernel, str) and kernel in _SHORTHANDS:
+        kernel = _SHORTHANDS[kernel]()
+    elif not isinstance(kernel, AbstractKernel):
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))} or a kernel of lpjax.kernels "
+                         f"(Scan(), Entries(), Fused(...), Native(...)), got {kernel!r}")
+    kernel.check(platform)
     return kernel
-
-
-def block_size(n: int, platform: str, kernel: str, adaptive: bool = False) -> int:
-    """Members per block for ``n`` members. GPU, fused: a power of two up to 256 (Triton's
-    block shapes; 32, one warp, for adaptive members, whose blocks run as long as their slowest
-    member). CPU: a power of two from 64 to 2048, so that every member is computed by
-    the same vector code (never by a loop's scalar remainder) and results do not depend on
-    the chunk size. Otherwise one block of all members (a wide batch)."""
-    if kernel == "fused" and platform == "gpu":
-        return min(_ADAPTIVE_BLOCK if adaptive else _FUSED_BLOCK, 1 << max(0, (n - 1).bit_length()))
-    if kernel == "native":  # one call for every member: the kernel splits them into chunks itself
-        return n
-    if platform == "cpu":
-        return max(64, 1 << (min(n, CPU_BLOCK).bit_length() - 1))
-    return n
 
 
 @final
@@ -220,54 +197,6 @@ def starts_as_given(member, dyn_m, y0) -> bool:
     return _verdicts[key]
 
 
-def _members_last(fn, batched: bool, kernel: str):
-    """``fn(dyn_m, x)`` of one member as a function of a block with the member axis last."""
-    if kernel == "scan":
-        return jax.vmap(fn, in_axes=(-1 if batched else None, -1), out_axes=-1)
-    return members_last(fn, (batched, True))
-
-
-def _run_members(member: _Member, dyn, y0s, batched: bool, block: int, kernel: str, platform: str):
-    """Members ``y0s`` (B, d), B a multiple of ``block``: ``(final y, observables, result codes,
-    statistics)``, each with the members on the first axis."""
-    B, d = y0s.shape
-    n_save = member.n_steps // member.save_every
-    if kernel == "fused":
-        (y_final, result, stats), saved = run_fused(member, dyn, y0s, n_save, batched, block, platform)
-        return y_final, saved, result, stats
-    if kernel == "native":
-        (y_final, result, stats), saved = run_native(member, dyn, y0s, n_save, batched)
-        return y_final, saved, result, stats
-    init, observe, summary = (_members_last(f, batched, kernel) for f in (member.init, member.observe, member.summary))
-    if kernel == "scan":  # the time loop outside the vmap: the carry keeps the member axis last
-        advance = functools.partial(member.advance, step=_members_last(member.step, batched, kernel))
-    else:
-        advance = _members_last(member.advance, batched, kernel)
-
-    def run_block(dyn_b, y_b):
-        dyn_b = jax.tree.map(lambda a: jnp.moveaxis(a, 0, -1), dyn_b) if batched else dyn_b
-        carry = init(dyn_b, y_b.T)
-
-        def one_save(c, _):
-            c = advance(dyn_b, c)
-            return c, observe(dyn_b, c)
-
-        first = observe(dyn_b, carry)
-        carry, saved = jax.lax.scan(one_save, carry, None, length=n_save)
-        saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, saved)
-        return summary(dyn_b, carry), saved
-
-    nb = B // block
-    y_blocks = y0s.reshape(nb, block, d)
-    if batched:
-        out = jax.lax.map(lambda a: run_block(*a), (jax.tree.map(lambda a: a.reshape(nb, block, *a.shape[1:]), dyn), y_blocks))
-    else:
-        out = jax.lax.map(lambda y: run_block(dyn, y), y_blocks)
-    # (nb, ..., block) -> (nb * block, ...)
-    (y_final, result, stats), saved = jax.tree.map(lambda a: jnp.moveaxis(a, -1, 1).reshape(B, *a.shape[1:-1]), out)
-    return y_final, saved, result, stats
-
-
 class EnsembleOutput(NamedTuple):
     """What :class:`EnsembleFunction` returns for ``N`` members (members first): the final
     states ``(N, d)``, the observables ``{name: (N, n_save + 1, ...)}`` at the saves (the start
@@ -291,7 +220,7 @@ class EnsembleFunction(eqx.Module):
     ``vmap``-free and without side effects, so it goes inside a user's own ``jax.jit``, a
     ``shard_map``, or an outer optimisation; ``jax.jit(f)`` compiles it once per shape.
 
-    Attributes: ``kernel`` (``"scan"``, ``"entries"``, ``"fused"`` or ``"native"``) and ``platform``
+    Attributes: ``kernel`` (an object of :mod:`lpjax.kernels`) and ``platform``
     (``"cpu"``, ``"gpu"`` or ``"tpu"``) that it was made for. A program that the entrywise
     evaluator cannot run (a primitive it does not know) runs with ``"scan"`` instead, with a
     warning once.
@@ -300,7 +229,7 @@ class EnsembleFunction(eqx.Module):
     member: _Member
     system_arrays: PyTree
     batched: bool = eqx.field(static=True)
-    kernel: str = eqx.field(static=True)
+    kernel: AbstractKernel = eqx.field(static=True)
     platform: str = eqx.field(static=True)
     system_type: str = eqx.field(static=True)
 
@@ -334,66 +263,60 @@ class EnsembleFunction(eqx.Module):
             return self._run(dyn, y0s, self.kernel)
         except Unfusable as e:
             self._fell_back(e)
-            return self._run(dyn, y0s, "scan")
+            return self._run(dyn, y0s, Scan())
 
     def runnable(self, y0s: jax.ShapeDtypeStruct, system_arrays: PyTree = None) -> "EnsembleFunction":
-        """This function, or the same with ``kernel="scan"`` where its kernel cannot run the member
-        program (a primitive it does not know, a program too long) for chunks like ``y0s`` (and
-        the arrays of the batched system, ``system_arrays``; either may be ``ShapeDtypeStruct``):
-        what :func:`lpjax.ensemble` runs and records, decided before any work, with the warning
-        (once) at the caller's line."""
-        if self.kernel == "scan":
-            return self
+        """This function, or the same with :class:`lpjax.kernels.Scan` where its kernel cannot run
+        the member program (a primitive it does not know, a program too long) for chunks like
+        ``y0s`` (and the arrays of the batched system, ``system_arrays``; either may be
+        ``ShapeDtypeStruct``): what :func:`lpjax.ensemble` runs and records, decided before any
+        work, with the warning (once) at the caller's line."""
         dyn = system_arrays if self.batched else self.system_arrays
         mem_dyn, mem_static = eqx.partition(self.member, eqx.is_array)
         key = (self.kernel, self.platform, self.batched, mem_static, _avals(mem_dyn), _avals(dyn), _avals(y0s))
         if key not in _verdicts:  # a trace of the kernel (about 0.5 s for the fused one), once
             try:
-                if self.kernel == "native":
-                    native_program(self.member, dyn, y0s.shape[1], y0s.dtype,
-                                   self.member.n_steps // self.member.save_every, self.batched)
-                else:
-                    jax.eval_shape(lambda d, y: self._run(d, y, self.kernel), dyn, y0s)
+                self.kernel.prepare(self.member, dyn, y0s, self.batched, self.platform)
                 _verdicts[key] = None
             except Unfusable as e:
                 _verdicts[key] = e
         if _verdicts[key] is None:
             return self
         self._fell_back(_verdicts[key])
-        return EnsembleFunction(self.member, self.system_arrays, self.batched, "scan", self.platform, self.system_type)
+        return EnsembleFunction(self.member, self.system_arrays, self.batched, Scan(), self.platform, self.system_type)
 
     def _fell_back(self, e: Unfusable) -> None:
-        how = "natively (kernel='native')" if self.kernel == "native" else "entry by entry"
-        warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run {how} "
-                  f"({e}); using kernel='scan'")
+        warn_once(f"lpjax.ensemble: {type(self.member.method).__name__} on {self.system_type} cannot run "
+                  f"{self.kernel.how} ({e}); using kernel='scan'", self.kernel)
 
     def host(self, y0s: np.ndarray, system_arrays: PyTree = None, into: Optional[dict] = None) -> EnsembleOutput:
-        """``kernel="native"`` outside JAX (what :func:`lpjax.ensemble` calls): numpy arrays
-        in and out, without a device round trip. ``into``: arrays named as in a store
-        (``final_state``, ``result``, ``observables/<name>``, ``stats/<name>``) that the kernel
-        writes into where their shape and dtype fit. ``y0s`` is checked by the caller."""
+        """A kernel that runs on the host (:attr:`lpjax.kernels.AbstractKernel.on_host`, the native
+        one) outside JAX, as :func:`lpjax.ensemble` calls it: numpy arrays in and out, without a
+        device round trip. ``into``: arrays named as in a store (``final_state``, ``result``,
+        ``observables/<name>``, ``stats/<name>``) that the kernel writes into where their shape
+        and dtype fit. ``y0s`` is checked by the caller."""
         dyn = system_arrays if self.batched else self.system_arrays
         part = (lambda head: {k[len(head):]: a for k, a in into.items() if k.startswith(head)}) if into else None
         dest = into and not self.member.sorts and ((into["final_state"], into["result"], part("stats/")),
                                                    part("observables/"))
         try:
             (y_final, result, stats), saved = in_cost_order(
-                lambda d, y: run_native_host(self.member, d, y, self.member.n_steps // self.member.save_every,
-                                             self.batched, dest), self.member, dyn, np.asarray(y0s), self.batched)
+                lambda d, y: self.kernel.run_host(self.member, d, y, self.batched, dest), self.member, dyn,
+                np.asarray(y0s), self.batched, self.kernel.sort_by_cost)
         except Unfusable as e:
             self._fell_back(e)
-            return self._run(dyn, jnp.asarray(y0s), "scan")
+            return self._run(dyn, jnp.asarray(y0s), Scan())
         return EnsembleOutput(y_final, saved, result, stats)
 
-    def _run(self, dyn, y0s, kernel: str) -> EnsembleOutput:
+    def _run(self, dyn, y0s, kernel: AbstractKernel) -> EnsembleOutput:
         N = y0s.shape[0]
-        block = block_size(N, self.platform, kernel, self.member.sorts)
+        block = kernel.members_per_block(N, self.platform, self.member.sorts)
         padded = -(-N // block) * block
         if padded != N:  # whole blocks, with copies of the members themselves
             idx = np.arange(padded) % N
             y0s = y0s[idx]
             dyn = jax.tree.map(lambda a: a[idx], dyn) if self.batched else dyn
         y_final, saved, result, stats = in_cost_order(
-            lambda d, y: _run_members(self.member, d, y, self.batched, block, kernel, self.platform), self.member, dyn,
-            y0s, self.batched)
+            lambda d, y: kernel.run(self.member, d, y, self.batched, block, self.platform), self.member, dyn,
+            y0s, self.batched, kernel.sort_by_cost)
         return jax.tree.map(lambda a: a[:N], EnsembleOutput(y_final, saved, result, stats))

@@ -31,8 +31,6 @@ import numpy as np
 
 __all__ = ["AbstractMember", "in_cost_order"]
 
-SORT = True  # run the members of a sorting program by predicted cost; False: as given (for measurements)
-
 
 class AbstractMember(eqx.Module):
     """One member's program (see the module)."""
@@ -81,8 +79,8 @@ def _step_estimates(member, dyn, y0s, batched: bool):
     return jax.vmap(member.step_estimate, in_axes=(0 if batched else None, 0))(dyn, y0s)
 
 
-def in_cost_order(run: Callable, member: AbstractMember, dyn, y0s, batched: bool):
-    """``run(dyn, y0s)``; for a member that sorts, with the members ordered by predicted cost,
+def in_cost_order(run: Callable, member: AbstractMember, dyn, y0s, batched: bool, sort: bool = True):
+    """``run(dyn, y0s)``; for a member that sorts (and ``sort``), with the members ordered by predicted cost,
     the dearest first (the smallest ``step_estimate``), and the outputs back in the callers'
     order.
 
@@ -90,7 +88,7 @@ def in_cost_order(run: Callable, member: AbstractMember, dyn, y0s, batched: bool
     condition holds); sorted, a block holds members of like cost, and the native kernel's
     threads, which take runs of chunks from a queue in order, start with the dearest. Each
     member's result does not depend on its place."""
-    if not (member.sorts and SORT):
+    if not (member.sorts and sort):
         return run(dyn, y0s)
     h = _step_estimates(member, dyn, jnp.asarray(y0s), batched)
     xp = np if isinstance(y0s, np.ndarray) else jnp

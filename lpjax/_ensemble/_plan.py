@@ -4,27 +4,23 @@ work: chunks, processes, devices, worker threads and the kernel."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Optional
 
 import jax
 import numpy as np
 
 from .._checks import positive_int
-from ._kernel import CPU_BLOCK, platform_of, resolve_kernel
+from ._kernel import platform_of, resolve_kernel
+from ._kernels import CPU_BLOCK, AbstractKernel
 from ._processes import share
 
 __all__ = ["Plan", "make_plan"]
-
-CPU_CHUNK = 16384  # members per chunk on CPU (scan and entries kernels)
-ACCEL_CHUNK = 1 << 20  # on an accelerator, and for the native kernel (it splits a chunk over the cores itself)
-
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """How a run is laid out: ``members`` states of size ``state_size``, ``n_steps`` steps saved
     every ``save_every``, in ``dtype`` (``batched``: a system batched over parameters); the
-    ``kernel`` on ``platform``; chunks of ``chunk`` members (the unit of dispatch, storage,
+    ``kernel`` (an object of :mod:`lpjax.kernels`) on ``platform``; chunks of ``chunk`` members (the unit of dispatch, storage,
     progress and resume), each split over ``devices`` (None: one device); ``workers`` threads
     over the chunks; ``processes`` processes (``jax.distributed``), this one being ``process``,
     each running its share of the chunks (:meth:`mine`)."""
@@ -35,7 +31,7 @@ class Plan:
     save_every: int
     dtype: np.dtype
     batched: bool
-    kernel: str
+    kernel: AbstractKernel
     platform: str
     devices: Optional[tuple]
     workers: int
@@ -71,7 +67,7 @@ class Plan:
         where = f"{len(self.devices)} {self.platform} devices" if self.devices else f"one {self.platform} device"
         return (f"{self.members} members of size {self.state_size}, {self.n_steps} steps saved every "
                 f"{self.save_every}, {np.dtype(self.dtype)}{', batched system' if self.batched else ''}: "
-                f"kernel {self.kernel!r} on {where}, {self.n_chunks} chunk(s) of {self.chunk} over "
+                f"kernel {self.kernel.name!r} on {where}, {self.n_chunks} chunk(s) of {self.chunk} over "
                 f"{self.workers} worker thread(s)"
                 + (f", process {self.process} of {self.processes}" if self.processes > 1 else ""))
 
@@ -80,7 +76,7 @@ STORE_CHUNKS = 8  # a store's default: at least this many chunks per process and
 MIN_STORE_CHUNK = 64  # or killed run keeps; but no chunk below a CPU block of 64 members (smaller ones pad)
 
 
-def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel: str,
+def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtype, batched: bool, kernel,
               devices=None, chunk_size: Optional[int] = None, processes: int = 1, process: int = 0,
               store: bool = False) -> Plan:
     """The plan of a run (see :func:`lpjax.ensemble` for ``kernel``, ``devices`` and
@@ -101,12 +97,12 @@ def make_plan(members: int, state_size: int, n_steps: int, save_every: int, dtyp
     devices = tuple(devices) if devices is not None and len(devices) > 1 else None
     platform = platform_of(None, devices)
     kernel = resolve_kernel(kernel, platform)
-    if kernel == "native":
+    if kernel.on_host:  # whole chunks on the host's cores, whatever the devices
         devices = None
-    # threads computing chunks side by side: on CPU's scan and entries kernels; the native kernel has its own,
-    # and a device is fed by one thread's pipeline (ensemble's run_chunks)
-    workers = max(1, min(os.cpu_count() or 1, 4)) if platform == "cpu" and not devices and kernel != "native" else 1
-    chunk = min(chunk_size or (CPU_CHUNK if platform == "cpu" and kernel != "native" else ACCEL_CHUNK), members)
+    # threads computing chunks side by side (on CPU's scan and entries kernels; the native kernel has its own,
+    # and a device is fed by one thread's pipeline: ensemble's run_chunks)
+    workers = kernel.workers(platform, devices)
+    chunk = min(chunk_size or kernel.default_chunk(platform), members)
     if chunk_size is None:  # a chunk per worker thread (on CPU, a block at least) and per process
         if platform == "cpu":
             chunk = min(chunk, max(CPU_BLOCK, -(-members // (workers * processes))))

@@ -57,7 +57,7 @@ class Results:
         else:
             self.ts = np.asarray((0.0, *adaptive.ts), plan.dtype)
         self.settings = run_settings(system, inp.method, dt, plan.n_steps, plan.save_every, observe_name, N,
-                                     plan.batched, plan.dtype, plan.kernel, plan.chunk, metadata, stats, state_ends)
+                                     plan.batched, plan.dtype, plan.kernel.name, plan.chunk, metadata, stats, state_ends)
         if adaptive is not None:
             self.settings.update(adaptive.settings(dt))
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}

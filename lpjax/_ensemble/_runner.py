@@ -5,6 +5,7 @@ the chunks running finish and be written, and starts no other."""
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import sys
 import time
 from typing import Optional
@@ -21,6 +22,8 @@ from ._results import Results
 from ._validate import Inputs
 
 __all__ = ["run_chunks"]
+
+_log = logging.getLogger("lpjax.ensemble")  # at DEBUG: each chunk's dispatch and collection, with its thread
 
 
 def _kept(outs: EnsembleOutput, keep: Optional[tuple]) -> EnsembleOutput:
@@ -45,15 +48,16 @@ def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: O
 
 def _inputs(plan: Plan, inp: Inputs, dyn, k: int):
     """Chunk ``k``'s members ``lo … hi − 1``: their rows (padded to the compiled chunk with copies
-    of its own members, except for the native kernel), initial states and batched arrays."""
+    of its own members, except for a kernel that runs on the host), initial states and batched arrays."""
     lo, hi = plan.span(k)
-    idx = slice(lo, hi) if hi - lo == plan.padded or plan.kernel == "native" else lo + np.arange(plan.padded) % (hi - lo)
+    idx = slice(lo, hi) if hi - lo == plan.padded or plan.kernel.on_host else lo + np.arange(plan.padded) % (hi - lo)
     return lo, hi, idx, inp.y0s[idx], jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
 
 
 def _dispatch(plan: Plan, fn: EnsembleFunction, inp: Inputs, dyn, k: int, keep) -> tuple:
     """Chunk ``k`` started on the device, without waiting: its inputs copied there, its kernel
     queued and its outputs' copies back to the host begun."""
+    _log.debug("dispatch chunk %d", k)
     lo, hi, _, y0s, dyn_k = _inputs(plan, inp, dyn, k)
     outs = _run_chunk(fn, jax.device_put(y0s), dyn_k, plan.devices, keep)
     for a in jax.tree.leaves(outs):
@@ -63,13 +67,14 @@ def _dispatch(plan: Plan, fn: EnsembleFunction, inp: Inputs, dyn, k: int, keep) 
 
 def _collect(results: Results, k: int, lo: int, hi: int, outs) -> None:
     """Chunk ``k``'s outputs, once on the host, written into the results (its own rows)."""
+    _log.debug("collect chunk %d", k)
     results.save(k, lo, jax.tree.map(lambda a: np.asarray(a)[: hi - lo], outs))
 
 
 def run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, progress, keep) -> None:
     """This process's chunks not yet done, under a progress bar.
 
-    On CPU with several worker threads, or with the native kernel: the first chunk alone (it
+    On CPU with several worker threads, or with a kernel on the host (native): the first chunk alone (it
     compiles), the rest on ``plan.workers`` threads, each computing and saving its own chunk
     (disjoint slices: memory stays the output plus one chunk per worker).
 
@@ -91,7 +96,7 @@ def run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, 
         rate = min(bar.n * plan.chunk, plan.members) / max(time.perf_counter() - start, 1e-9)
         bar.set_postfix_str(f"{plan.members} members x {plan.n_steps} steps, {rate:.3g} members/s")
     with bar:
-        if plan.kernel != "native" and plan.workers == 1:
+        if not plan.kernel.on_host and plan.workers == 1:
             with concurrent.futures.ThreadPoolExecutor(1) as writer:
                 written, started = [], None
                 for k in todo:
@@ -111,7 +116,7 @@ def run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, 
 
         def compute(k: int) -> None:
             lo, hi, idx, y0s, dyn_k = _inputs(plan, inp, dyn, k)
-            outs = (_kept(fn.host(y0s, dyn_k, results.into(idx)), keep) if plan.kernel == "native"
+            outs = (_kept(fn.host(y0s, dyn_k, results.into(idx)), keep) if plan.kernel.on_host
                     else _run_chunk(fn, jnp.asarray(y0s), dyn_k, plan.devices, keep))  # native: into the result's arrays
             _collect(results, k, lo, hi, outs)
 

@@ -156,7 +156,7 @@ def _kernel(p: _Programs, state: jax.ShapeDtypeStruct, n_save: int, batched: boo
     return kernel
 
 
-def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
+def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str, num_warps: int):
     """The member program ``member`` (``init/advance/observe/summary`` of ``(dyn_m, ...)``) for
     the members ``y0s`` (``(B, d)``, ``B`` a multiple of ``block``) of the system arrays
     ``dyn`` (with a leading member axis if ``batched``). Returns ``(summary, saved)`` with the
@@ -169,15 +169,15 @@ def run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform
     thus not in the kernel that runs: a kernel holding it kept the start of every save and the
     whole written step beside the fast loop."""
     if not member.replays:
-        return _run_fused(member, dyn, y0s, n_save, batched, block, platform)
+        return _run_fused(member, dyn, y0s, n_save, batched, block, platform, num_warps)
     (y_final, result, stats, finite), saved = _run_fused(dataclasses.replace(member, replay="none"), dyn, y0s, n_save,
-                                                         batched, block, platform)
+                                                         batched, block, platform, num_warps)
     return lax.cond(jnp.all(finite == 1), lambda: ((y_final, result, stats), saved),
                     lambda: _run_fused(dataclasses.replace(member, replay="written"), dyn, y0s, n_save, batched, block,
-                                       platform))
+                                       platform, num_warps))
 
 
-def _run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str):
+def _run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platform: str, num_warps: int):
     B, d = y0s.shape
     state = jax.ShapeDtypeStruct((d,), y0s.dtype)
     p = _programs(member, dyn, state, batched)
@@ -199,7 +199,7 @@ def _run_fused(member, dyn, y0s, n_save: int, batched: bool, block: int, platfor
     out_specs = [members_block(a) for a in out_shape]
 
     interpret = platform != "gpu"
-    params = None if interpret else plt.CompilerParams(num_warps=max(1, block // 32), num_stages=1)
+    params = None if interpret else plt.CompilerParams(num_warps=num_warps, num_stages=1)
     outs = pl.pallas_call(_kernel(p, state, n_save, batched, block), out_shape=out_shape, grid=(B // block,),
                           in_specs=in_specs, out_specs=out_specs, interpret=interpret, compiler_params=params,
                           debug=_debug)(*inputs)

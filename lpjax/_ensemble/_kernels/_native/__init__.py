@@ -1,8 +1,8 @@
 """The native CPU kernel (``kernel="native"``): the member program compiled by LLVM (through
 llvmlite) into one loop over chunks of members.
 
-* :mod:`._run` — the kernel: traced, compiled, cached on disk, loaded and called (its settings
-  ``CHUNK``, ``ADAPTIVE_CHUNK``, ``THREADS``, ``TASKS``, ``SPLIT``, ``SPECULATE_EVERY``, ``MAX_LINES`` live there);
+* :mod:`._run` — the kernel: traced, compiled, cached on disk, loaded and called with the
+  options of its kernel object (:class:`lpjax.kernels.Native`);
 * :mod:`._source` — the LLVM IR of a whole kernel, ``run_chunks``;
 * :mod:`._rules` — the code context: the entrywise evaluator of
   :mod:`lpjax._ensemble._kernels._entrywise` run with one instruction per scalar operation;

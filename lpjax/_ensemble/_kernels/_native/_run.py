@@ -10,8 +10,8 @@ movement with indices known at trace time moves names, and constants fold at tra
 llvmlite compiles the module for the host CPU (LLVM's ``O3`` pipeline with its loop
 vectorizer) into one function, ``run_chunks``:
 
-* over cache-sized chunks of :data:`CHUNK` members, spread over a thread pool (the machine
-  code runs without the GIL);
+* over cache-sized chunks of members (:data:`CHUNK`, or the kernel's ``chunk``), spread over a
+  thread pool (the machine code runs without the GIL);
 * per chunk, one contiguous local array per scalar of the member's carry (state, result code,
   statistics);
 * the time loop outside loops over the members, marked parallel (each iteration touches its
@@ -67,15 +67,13 @@ from ...._memo import by_identity
 from .._entrywise import Unfusable, member_avals, trace_member
 from ._source import source
 
-__all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK", "THREADS", "MAX_LINES"]
+__all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK"]
 
+# The run's options are those of its kernel object, ``settings`` below (lpjax.kernels.Native: ``chunk``,
+# ``threads``, ``speculate_every``, ``split``, ``max_lines``); their defaults:
 CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 ADAPTIVE_CHUNK = 32  # for adaptive members, whose chunks run as long as their slowest member (measured)
-THREADS = None  # threads over the chunks (None: one per core)
 TASKS = 16  # runs of chunks per thread in the queue that the threads take them from
-SPECULATE_EVERY = 4  # steps between saves, at least, for an explicit step to run speculatively
-SPLIT = True  # loops at the top of the member program run as passes over the chunk (masked for while)
-MAX_LINES = 200_000  # instructions; LLVM compiles ~10⁴ a second: larger programs run on the scan
 _loaded: dict = {}
 
 
@@ -170,11 +168,12 @@ def _load(source: str):
 
 class _Program:
     """A compiled member program: ``(y0s, member arrays, system arrays)`` (numpy, members
-    first) to ``(summary, saved)`` (numpy, members first), its chunks of :data:`CHUNK` members
-    spread over :data:`THREADS` threads (read at each call)."""
+    first) to ``(summary, saved)`` (numpy, members first), its chunks of ``chunk`` members
+    spread over ``threads`` threads (None: one per usable core)."""
 
-    def __init__(self, kernel, chunk: int, scratch: int, shapes: dict, n_save: int):
-        self.kernel, self.chunk, self.scratch, self.shapes, self.n_save = kernel, chunk, scratch, shapes, n_save
+    def __init__(self, kernel, chunk: int, threads, scratch: int, shapes: dict, n_save: int):
+        self.kernel, self.chunk, self.threads, self.scratch = kernel, chunk, threads, scratch
+        self.shapes, self.n_save = shapes, n_save
         sums, obs = jax.tree.leaves(shapes["summary"]), jax.tree.leaves(shapes["observe"])
         self.out = [((), a) for a in sums] + [((n_save + 1,), a) for a in obs]
         self.n_sum = len(sums)
@@ -195,7 +194,7 @@ class _Program:
         chunk, kernel = self.chunk, self.kernel
 
         n_chunks = -(-B // chunk)
-        workers = max(1, min(THREADS or len(usable_cores()), n_chunks))
+        workers = max(1, min(self.threads or len(usable_cores()), n_chunks))
         # a queue of runs of whole chunks, TASKS per worker, taken in order by the workers as they
         # finish: members of unequal cost (adaptive steps, sorted by predicted cost, the dearest
         # first) are spread over the threads as they run, not in equal shares of members
@@ -234,8 +233,9 @@ def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
 _programs: dict = {}
 
 
-def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: bool) -> _Program:
-    """The compiled program of ``member`` (cached by its structure and shapes)."""
+def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: bool, settings) -> _Program:
+    """The compiled program of ``member`` with the kernel's ``settings`` (cached by its structure,
+    shapes and settings)."""
     if not available():
         raise Unfusable("llvmlite is not installed (pip install 'lpjax[cpu]')")
     mem_dyn, mem_static = eqx.partition(member, eqx.is_array)
@@ -243,11 +243,12 @@ def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: 
     mem_avals, dyn_avals = member_avals(mem_leaves, False), member_avals(dyn_leaves, batched)
     static_leaves, static_tree = jax.tree.flatten(mem_static)
     key = (mem_tree, static_tree, tuple(static_leaves), dyn_tree, tuple((a.shape, a.dtype) for a in mem_avals + dyn_avals),
-           d, np.dtype(dtype), n_save, batched, _chunk(member), SPLIT, SPECULATE_EVERY)
+           d, np.dtype(dtype), n_save, batched, settings)
     prog = _programs.get(key)
     if prog is None:
         try:
-            prog = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched)
+            prog = _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched,
+                          settings)
         except Unfusable as e:  # said once by the caller; not traced again
             prog = e
         _programs[key] = prog
@@ -256,7 +257,8 @@ def _program(member, dyn_leaves, dyn_tree, d: int, dtype, n_save: int, batched: 
     return prog
 
 
-def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched) -> _Program:
+def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtype, n_save, batched,
+           settings) -> _Program:
     def piece(name):
         def fn(mem_l, dyn_l, *rest):
             m = eqx.combine(jax.tree.unflatten(mem_tree, mem_l), mem_static)
@@ -272,32 +274,35 @@ def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtyp
     carry_avals = jax.tree.leaves(carry_shape)
     text, scratch = source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
                            "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},
-                           n_save, member.save_every, batched, _chunk(member), SPLIT, SPECULATE_EVERY,
-                           _target()[1].triple.startswith("x86_64"))
+                           n_save, member.save_every, batched, _chunk(member, settings), settings.split,
+                           settings.speculate_every, _target()[1].triple.startswith("x86_64"))
     lines = text.count("\n")
-    if lines > MAX_LINES:
-        raise Unfusable(f"the member program is {lines} instructions, over the {MAX_LINES} that LLVM compiles in seconds")
-    return _Program(_load(text), _chunk(member), scratch, shapes, n_save)
+    if lines > settings.max_lines:
+        raise Unfusable(f"the member program is {lines} instructions, over the {settings.max_lines} that LLVM compiles "
+                        "in seconds")
+    return _Program(_load(text), _chunk(member, settings), settings.threads, scratch, shapes, n_save)
 
 
-def _chunk(member) -> int:
-    """Members per chunk: :data:`ADAPTIVE_CHUNK` for an adaptive member program (its chunks run as
-    long as their slowest member: on 1000 heavy tops whose costs span two decades, sorted by
-    predicted cost, GL6 runs 2.4x faster in chunks of 32 than of 256), else :data:`CHUNK`."""
-    return ADAPTIVE_CHUNK if member.sorts else CHUNK
+def _chunk(member, settings) -> int:
+    """Members per chunk: the kernel's ``chunk``, by default :data:`ADAPTIVE_CHUNK` for an
+    adaptive member program (its chunks run as long as their slowest member: on 1000 heavy tops
+    whose costs span two decades, sorted by predicted cost, GL6 runs 2.4x faster in chunks of 32
+    than of 256), else :data:`CHUNK`."""
+    return settings.chunk or (ADAPTIVE_CHUNK if member.sorts else CHUNK)
 
 
 def _leaves(member, dyn):
     return jax.tree.leaves(eqx.filter(member, eqx.is_array)), *jax.tree.flatten(dyn)
 
 
-def run_native(member, dyn, y0s, n_save: int, batched: bool):
+def run_native(member, dyn, y0s, n_save: int, batched: bool, settings):
     """The member program ``member`` for the members ``y0s`` (``(B, d)``) of the system arrays
     ``dyn`` (with a leading member axis if ``batched``), as one native kernel called through
-    ``jax.pure_callback``. Returns ``(summary, saved)`` with the members first, like the other
-    kernels. Raises :class:`Unfusable` (at trace time) for a program it cannot compile."""
+    ``jax.pure_callback``, with the options ``settings`` (an :class:`lpjax.kernels.Native`).
+    Returns ``(summary, saved)`` with the members first, like the other kernels. Raises
+    :class:`Unfusable` (at trace time) for a program it cannot compile."""
     mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
-    prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched)
+    prog = _program(member, dyn_leaves, dyn_tree, y0s.shape[1], y0s.dtype, n_save, batched, settings)
     n_mem = len(mem_leaves)
 
     def host(y, *arrays):
@@ -308,25 +313,24 @@ def run_native(member, dyn, y0s, n_save: int, batched: bool):
     return prog.unpack(outs)
 
 
-def native_program(member, dyn, d: int, dtype, n_save: int, batched: bool) -> None:
+def native_program(member, dyn, d: int, dtype, n_save: int, batched: bool, settings) -> None:
     """Build (and cache) the native program of ``member`` for system arrays ``dyn`` (arrays or
     ``ShapeDtypeStruct``) and states of size ``d``; :class:`Unfusable` where it cannot."""
     _, dyn_leaves, dyn_tree = _leaves(member, dyn)
-    _program(member, dyn_leaves, dyn_tree, d, dtype, n_save, batched)
+    _program(member, dyn_leaves, dyn_tree, d, dtype, n_save, batched, settings)
 
 
-def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool, out=None):
+def run_native_host(member, dyn, y0s: np.ndarray, n_save: int, batched: bool, settings, out=None):
     """:func:`run_native` on numpy arrays, outside JAX: ``(summary, saved)`` as numpy arrays,
     written into the arrays of ``out`` (a pytree of that layout) where they fit (no copy)."""
-    prog, mem_arrays, dyn_arrays = _host_program(member, dyn, y0s.shape[1], y0s.dtype, n_save, batched,
-                                                 (_chunk(member), SPLIT, SPECULATE_EVERY))
+    prog, mem_arrays, dyn_arrays = _host_program(member, dyn, y0s.shape[1], y0s.dtype, n_save, batched, settings)
     return prog(y0s, mem_arrays, dyn_arrays, out)
 
 
 @by_identity
 def _host_program(member, dyn, d: int, dtype, n_save: int, batched: bool, settings: tuple):
     """The program of :func:`run_native_host` and its arrays as numpy, remembered for the same
-    (immutable) member and system arrays and the module's ``settings`` (which build it)."""
+    (immutable) member and system arrays and the kernel's ``settings``."""
     mem_leaves, dyn_leaves, dyn_tree = _leaves(member, dyn)
-    prog = _program(member, dyn_leaves, dyn_tree, d, np.dtype(dtype), n_save, batched)
+    prog = _program(member, dyn_leaves, dyn_tree, d, np.dtype(dtype), n_save, batched, settings)
     return prog, [np.asarray(a) for a in mem_leaves], [np.asarray(a) for a in dyn_leaves]
