@@ -15,11 +15,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._adjoint import loop
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, fixed_schedule, is_traced, run_dtype
-from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo
+from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
+from ._member import Carry, count_dtype
 from ._system import AbstractSystem, guarded
 
 __all__ = ["Solution", "integrate"]
@@ -49,40 +50,6 @@ class Solution(eqx.Module):
     stats: dict[str, Any]
     gs: Optional[PyTree] = None
     state: Optional[PyTree] = None
-
-
-def _count_dtype():
-    """int64 step and iteration counters with x64 on (no overflow past 2³¹ steps), else int32."""
-    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
-
-
-class _Carry(eqx.Module):
-    """The scan carry: the method's state and the running result and statistics."""
-
-    state: PyTree
-    result: RESULTS
-    max_residual: Float[Array, ""]
-    max_iterations: Int[Array, ""]
-    total_iterations: Int[Array, ""]
-    num_failed: Int[Array, ""]
-
-    @classmethod
-    def start(cls, state: PyTree, rdtype) -> "_Carry":
-        zero = jnp.zeros((), _count_dtype())
-        return cls(state, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
-
-    def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "_Carry":
-        count = self.num_failed.dtype
-        stats = (self.max_residual, self.max_iterations, self.total_iterations)
-        if not info.explicit_step:  # (an explicit step's zeros leave them as they are)
-            stats = (jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
-                     jnp.maximum(self.max_iterations, info.iterations.astype(count)),
-                     self.total_iterations + info.iterations.astype(count))
-        if isinstance(result._value, np.ndarray) and result._value == RESULTS.successful._value:  # known when traced
-            return _Carry(state, self.result, *stats, self.num_failed)
-        failed = result != RESULTS.successful
-        return _Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result), *stats,
-                      self.num_failed + failed.astype(count))
 
 
 _MAX_STEPS_INT32 = 2**31 - 1
@@ -132,12 +99,12 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     stepped_method = _has_stepped_adjoint(method) and adjoint != "direct"
     discrete = adjoint == "discrete" or (adjoint == "auto" and not _solves_implicitly(method))
 
-    def one_step(dyn, carry: _Carry):
+    def one_step(dyn, carry: Carry):
         system, method, dt = eqx.combine(dyn, static)
         state, result, info = method.step(system, carry.state, dt)
         return carry.update(state, result, info), None
 
-    def step_residuals(dyn, carry: _Carry):
+    def step_residuals(dyn, carry: Carry):
         system, method, dt = eqx.combine(dyn, static)
         state, result, info, res = method.step_residuals(system, carry.state, dt)
         return carry.update(state, result, info), res
@@ -163,12 +130,12 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
     stepped = ((step_residuals, step_linearize, step_vjp, parameter_vjp, throw, method.linear_seed,
                 step_seed if method.batched_seed else None) if stepped_method else None)
 
-    def one_save(dyn, carry: _Carry):
+    def one_save(dyn, carry: Carry):
         system, method, _ = eqx.combine(dyn, static)
         carry, _ = loop(one_step, dyn, carry, save_every, discrete and save_every >= 16, stepped, in_sweep=True)
         return carry, method.save(system, carry.state)
 
-    init = _Carry.start(state0, rdtype)
+    init = Carry.start(state0, rdtype)
     n_save = n_steps // save_every
     carry, saved = loop(one_save, dyn, init, n_save, not stepped_method and discrete and save_every < 16)
     saved = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), method.save(system, state0), saved)
@@ -181,7 +148,7 @@ def _integrate(system, method, y0, dt, t0, n_steps: int, save_every: int, throw:
         "max_iterations": carry.max_iterations,
         "mean_iterations": carry.total_iterations.astype(rdtype) / n_steps,
         "num_failed_steps": carry.num_failed,
-        "num_steps": jnp.asarray(n_steps, _count_dtype()),
+        "num_steps": jnp.asarray(n_steps, count_dtype()),
     }
     return Solution(ts=ts, ys=ys, result=carry.result, stats=stats, gs=gs, state=carry.state)
 

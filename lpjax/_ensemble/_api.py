@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from .._checks import cast_floats, is_traced, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
-from ._adaptive import Adaptive, adaptive_member, adaptive_schedule
+from .._adaptive import Adaptive, adaptive_member, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
 from ._kernels import AbstractKernel
 from .._memo import by_identity

@@ -19,8 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from .._integrate import _Carry
-from ._member import AbstractMember, in_cost_order
+from .._member import AbstractMember, Carry, in_cost_order
 from ._validate import checked_inputs
 from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from .._integrator import RESULTS, AbstractIntegrator
@@ -119,7 +118,7 @@ class _Member(AbstractMember):
     def init(self, dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
         state, result = self.method.init_or_fail(self.system(dyn_m), y0, self.dt)
         result = RESULTS.where(jnp.all(jnp.isfinite(y0)), result, RESULTS.invalid_initial_state)
-        return eqx.tree_at(lambda c: c.result, _Carry.start(state, y0.dtype), result)
+        return eqx.tree_at(lambda c: c.result, Carry.start(state, y0.dtype), result)
 
     def step(self, dyn_m, carry):
         with collecting_statistics(self.stats):  # (at trace time)

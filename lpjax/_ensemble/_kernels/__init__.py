@@ -1,5 +1,5 @@
 """The back ends of an ensemble run: the kernels that run one member's program (the pieces of
-:class:`lpjax._ensemble._member.AbstractMember`: ``init``, ``advance``, ``observe``,
+:class:`lpjax._member.AbstractMember`: ``init``, ``advance``, ``observe``,
 ``summary``) over a block of members, the member axis last, as objects (:mod:`._kinds`:
 :class:`Scan`, :class:`Entries`, :class:`Fused`, :class:`Native`, public as
 :mod:`lpjax.kernels`). The run (:class:`EnsembleFunction

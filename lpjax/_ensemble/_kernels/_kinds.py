@@ -4,7 +4,7 @@ on a platform, its block size, its worker threads and chunk size, whether it run
 and whether it can run a program (:meth:`AbstractKernel.prepare`, else :class:`Unfusable` and
 the run falls back to :class:`Scan`).
 
-A member program is anything with the pieces of :class:`lpjax._ensemble._member.AbstractMember`;
+A member program is anything with the pieces of :class:`lpjax._member.AbstractMember`;
 nothing here imports the run.
 """
 

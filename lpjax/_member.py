@@ -22,14 +22,53 @@ kernel then runs it.
 from __future__ import annotations
 
 import abc
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, final
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float, Int, PyTree
 
-__all__ = ["AbstractMember", "in_cost_order"]
+from ._integrator import RESULTS, StepInfo
+
+__all__ = ["AbstractMember", "Carry", "count_dtype", "in_cost_order"]
+
+
+def count_dtype():
+    """int64 step and iteration counters with x64 on (no overflow past 2³¹ steps), else int32."""
+    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+
+
+@final
+class Carry(eqx.Module):
+    """The carry of a fixed-step run (:func:`lpjax.integrate`'s scan and the ensembles' fixed-step
+    member): the method's state and the running result and statistics."""
+
+    state: PyTree
+    result: RESULTS
+    max_residual: Float[Array, ""]
+    max_iterations: Int[Array, ""]
+    total_iterations: Int[Array, ""]
+    num_failed: Int[Array, ""]
+
+    @classmethod
+    def start(cls, state: PyTree, rdtype) -> "Carry":
+        zero = jnp.zeros((), count_dtype())
+        return cls(state, RESULTS.successful, jnp.zeros((), rdtype), zero, zero, zero)
+
+    def update(self, state: PyTree, result: RESULTS, info: StepInfo) -> "Carry":
+        count = self.num_failed.dtype
+        stats = (self.max_residual, self.max_iterations, self.total_iterations)
+        if not info.explicit_step:  # (an explicit step's zeros leave them as they are)
+            stats = (jnp.maximum(self.max_residual, info.residual.astype(self.max_residual.dtype)),
+                     jnp.maximum(self.max_iterations, info.iterations.astype(count)),
+                     self.total_iterations + info.iterations.astype(count))
+        if isinstance(result._value, np.ndarray) and result._value == RESULTS.successful._value:  # known when traced
+            return Carry(state, self.result, *stats, self.num_failed)
+        failed = result != RESULTS.successful
+        return Carry(state, RESULTS.where(self.result == RESULTS.successful, result, self.result), *stats,
+                      self.num_failed + failed.astype(count))
 
 
 class AbstractMember(eqx.Module):

@@ -15,7 +15,7 @@ from the step-doubling half steps, as :class:`lpjax.diffrax.GaussLegendre` with
 ``2^{2s}`` times more accurate; ``local_extrapolation=False`` goes on from the full step, as
 that solver's default does.
 
-The member has the pieces that the ensemble kernels run (:class:`lpjax._ensemble._kernel._Member`'s):
+The member has the pieces that the ensemble kernels run (:class:`lpjax._member.AbstractMember`):
 ``init``, ``step`` (here: every attempt up to the next save time, a ``while`` loop), ``advance``
 (one ``step``), ``observe`` and ``summary``. The save times are looked up by a select over
 ``ts`` (a sum of one entry), so that the kernels need no indexed load: O(len(ts)) operations a
@@ -33,12 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._controller import ControllerState, PIDController
-from .._integrate import _count_dtype
-from .._integrator import RESULTS, AbstractIntegrator
-from .._checks import positive_int, positive_step
-from .._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
-from ._member import AbstractMember
+from ._controller import ControllerState, PIDController
+from ._integrator import RESULTS, AbstractIntegrator
+from ._checks import positive_int, positive_step
+from ._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
+from ._member import AbstractMember, count_dtype
 
 __all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
 
@@ -185,7 +184,7 @@ class AdaptiveMember(AbstractMember):
         dt, control = self.controller.init(self.step_estimate(dyn_m, y0) if self.dt0 is None else self.dt0, dtype)
         state, result = self.method.init_or_fail(system, y0, dt)
         result = RESULTS.where(jnp.all(jnp.isfinite(y0)) & jnp.isfinite(dt), result, RESULTS.invalid_initial_state)
-        zero = jnp.zeros((), _count_dtype())
+        zero = jnp.zeros((), count_dtype())
         return _AdaptiveCarry(state, jnp.zeros((), dtype), dt, jnp.asarray(False), jnp.zeros((), jnp.int32), control,
                               zero, zero, result)
 
