@@ -39,7 +39,7 @@ from ._checks import positive_int, positive_step
 from ._integrator._error_estimates import ESTIMATES, adaptive_method, error_order, error_space, step_and_error
 from ._member import AbstractMember, count_dtype
 
-__all__ = ["Adaptive", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
+__all__ = ["AdaptiveSchedule", "AdaptiveMember", "ADAPTIVE_STATS", "adaptive_member", "adaptive_schedule"]
 
 # the statistics of an adaptive member: steps accepted and rejected, the controller's next step
 # size (before clipping to a save time) and the time reached (t1, unless the member stopped)
@@ -47,7 +47,7 @@ ADAPTIVE_STATS = ("num_accepted_steps", "num_rejected_steps", "next_dt", "t_reac
 
 
 @dataclasses.dataclass(frozen=True)
-class Adaptive:
+class AdaptiveSchedule:
     """An adaptive run's schedule: the controller, the save times (the last is the final time)
     and the most attempts a member may make."""
 
@@ -67,7 +67,7 @@ class Adaptive:
 
 def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats: bool, who: str,
                       error_estimate: Optional[str] = None,
-                      local_extrapolation: Optional[bool] = None) -> Optional[Adaptive]:
+                      local_extrapolation: Optional[bool] = None) -> Optional[AdaptiveSchedule]:
     """The schedule of an adaptive run (``controller`` given), checked; None for a fixed-step one
     (where ``t1``, ``ts`` and ``max_steps`` are refused)."""
     if controller is None:
@@ -108,8 +108,8 @@ def adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_s
                          f"got {ts.tolist()[:8]}")
     if t1 is not None and float(t1) != ts[-1]:
         raise ValueError(f"{who}: the last save time ts[-1] = {ts[-1]} is the final time, but t1 = {t1}")
-    return Adaptive(controller, tuple(ts.tolist()), positive_int(16384 if max_steps is None else max_steps, "max_steps"),
-                    estimate, extrapolate)
+    return AdaptiveSchedule(controller, tuple(ts.tolist()),
+                            positive_int(16384 if max_steps is None else max_steps, "max_steps"), estimate, extrapolate)
 
 
 @final
@@ -204,19 +204,43 @@ class AdaptiveMember(AbstractMember):
                               c.accepted + keep.astype(c.accepted.dtype), c.rejected + (~keep).astype(c.rejected.dtype),
                               RESULTS.where(c.result == RESULTS.successful, result, c.result))
 
-    def step(self, dyn_m, carry: _AdaptiveCarry) -> _AdaptiveCarry:
+    def _until_save(self, dyn_m, carry: _AdaptiveCarry, tape, record):
         """Every attempt from ``carry.t`` up to the next save time (or until the member fails or
-        reaches ``max_steps`` attempts)."""
+        reaches ``max_steps`` attempts), ``tape = record(before, after, tape)`` after each."""
         system = self.system(dyn_m)
         t_save = _select(self.ts, carry.save)
 
-        def going(c):
+        def going(ct):
+            c = ct[0]
             return (c.t < t_save) & (c.result == RESULTS.successful) & (c.accepted + c.rejected < self.max_steps)
 
-        c = jax.lax.while_loop(going, lambda c: self._attempt(system, c, t_save), carry)
+        def attempt(ct):
+            c, tape = ct
+            new = self._attempt(system, c, t_save)
+            return new, record(c, new, tape)
+
+        c, tape = jax.lax.while_loop(going, attempt, (carry, tape))
         stuck = (c.t < t_save) & (c.result == RESULTS.successful)
         return eqx.tree_at(lambda x: (x.save, x.result), c,
-                           (c.save + 1, RESULTS.where(stuck, RESULTS.max_steps_reached, c.result)))
+                           (c.save + 1, RESULTS.where(stuck, RESULTS.max_steps_reached, c.result))), tape
+
+    def step(self, dyn_m, carry: _AdaptiveCarry) -> _AdaptiveCarry:
+        """Every attempt from ``carry.t`` up to the next save time (or until the member fails or
+        reaches ``max_steps`` attempts)."""
+        return self._until_save(dyn_m, carry, None, lambda before, after, tape: tape)[0]
+
+    def step_taped(self, dyn_m, carry: _AdaptiveCarry, tape: tuple) -> tuple:
+        """:meth:`step`, and ``tape = (states, hs)`` with each accepted step written in: its size
+        into ``hs[k − 1]`` and the method's state after it into ``states[k]``, ``k`` the count of
+        accepted steps (``states[0]``: the start). What the discrete adjoint over the accepted
+        steps replays (:func:`lpjax._integrate_adaptive.solve`)."""
+        def record(before, after, tape):
+            states, hs = tape
+            k, took = after.accepted, after.accepted > before.accepted
+            states = jax.tree.map(lambda buf, a: buf.at[k].set(jnp.where(took, a, buf[k])), states, after.state)
+            return states, hs.at[k - 1].set(jnp.where(took, after.t - before.t, hs[k - 1]))
+
+        return self._until_save(dyn_m, carry, tape, record)
 
     def advance(self, dyn_m, carry, step=None):
         """One save interval (``step``: :meth:`step` batched over the members, if given)."""
@@ -232,7 +256,7 @@ class AdaptiveMember(AbstractMember):
         return y, carry.result._value, stats
 
 
-def adaptive_member(static, method, adaptive: Adaptive, dt0, observe_fn, dtype) -> AdaptiveMember:
+def adaptive_member(static, method, adaptive: AdaptiveSchedule, dt0, observe_fn, dtype) -> AdaptiveMember:
     """An :class:`AdaptiveMember` in ``dtype`` (save times, first step, the final time's floor)."""
     t_end = np.asarray(adaptive.ts[-1], dtype)
     floor = t_end

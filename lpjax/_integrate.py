@@ -17,7 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
+from ._adaptive import adaptive_member, adaptive_schedule
 from ._adjoint import loop
+from ._integrate_adaptive import solve
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, fixed_schedule, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
 from ._member import Carry, count_dtype
@@ -157,15 +159,23 @@ def integrate(
     system: AbstractSystem,
     method: AbstractIntegrator,
     y0: ArrayLike | Solution,
-    dt: ArrayLike,
-    n_steps: int,
-    save_every: int = 1,
+    dt: Optional[ArrayLike],
+    n_steps: Optional[int] = None,
+    save_every: Optional[int] = None,
     throw: bool = True,
     t0: Optional[float] = None,
     adjoint: str = "auto",
     dtype=None,
+    *,
+    controller=None,
+    t1: Optional[float] = None,
+    ts=None,
+    max_steps: Optional[int] = None,
+    error_estimate: Optional[str] = None,
+    local_extrapolation: Optional[bool] = None,
 ) -> Solution:
-    """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt``.
+    """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt`` (saving
+    every ``save_every``, default 1), or, with a ``controller``, with adaptive steps to ``t1``.
 
     One ``lax.scan`` over ``n_steps // save_every`` saves, each an inner scan of
     ``save_every`` steps; no ``while_loop``. Compiled once per configuration
@@ -228,7 +238,23 @@ def integrate(
     first words are the :class:`RESULTS` message (what to try), or, under an outer
     ``jit``/``vmap``/``grad``, an ``EquinoxRuntimeError`` with it; with ``throw=False`` inspect
     ``Solution.result``. ``y0`` may be a list or tuple (integers become float64).
+
+    Adaptive steps. ``controller=lpjax.PIDController(rtol, atol)``, with ``t1`` and the save
+    times ``ts`` (default ``(t1,)``), ``max_steps``, ``error_estimate`` and
+    ``local_extrapolation`` as for :func:`lpjax.ensemble`, runs the trajectory with the
+    ensembles' adaptive member: its steps and states are those of the same member of an
+    adaptive ensemble (``dt`` is the first step, or None to select it). The run starts at
+    t = 0; ``ts`` of the Solution are 0 and the save times; its statistics are
+    ``num_accepted_steps``, ``num_rejected_steps``, ``next_dt`` and ``t_reached``. Methods:
+    ``GaussLegendre(s)`` and ``Collective(GaussLegendre(s))``. Gradients (reverse mode, with
+    respect to ``y0`` and the system's arrays) are the discrete adjoint over the accepted
+    steps, their sizes held fixed (:mod:`lpjax._integrate_adaptive`); ``max_steps + 1`` of the
+    method's states are kept for them.
     """
+    if controller is not None or any(v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
+        return _integrate_adaptive(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
+                                   t1, ts, max_steps, error_estimate, local_extrapolation)
+    save_every = 1 if save_every is None else save_every
     previous = y0 if isinstance(y0, Solution) else None
     if not isinstance(y0, (jax.Array, Solution)):  # NumPy, lists: their precision judged by run_dtype
         y0 = as_numbers(y0, "integrate: y0")
@@ -288,3 +314,36 @@ def _previous_state(previous: Solution, system, method, y0, dt) -> PyTree:
         raise ValueError(f"the Solution's final state is not a state of {type(method).__name__} on this system: "
                          "continue a run with the method and system that made it")
     return previous.state
+
+
+def _the_state(system, y):
+    return y
+
+
+def _integrate_adaptive(system, method, y0, dt0, n_steps, save_every, throw, t0, adjoint, dtype, controller, t1, ts,
+                        max_steps, error_estimate, local_extrapolation) -> Solution:
+    """:func:`integrate` with a controller (see there)."""
+    schedule = adaptive_schedule(method, dt0, n_steps, save_every, t1, ts, controller, max_steps, False, "integrate",
+                                 error_estimate, local_extrapolation)  # (t1 and the rest without a controller: refused)
+    if isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
+        raise ValueError("integrate: an adaptive run (controller=...) starts at t = 0 from a state: it takes no "
+                         "Solution to continue, no t0 and no adjoint (its gradient is the discrete adjoint over the "
+                         "accepted steps)")
+    if not isinstance(y0, jax.Array):
+        y0 = as_numbers(y0, "integrate: y0")
+    rdtype = run_dtype(dtype, y0, "integrate")
+    y0 = jnp.asarray(y0, rdtype)
+    system, method = cast_floats((system, method), rdtype)
+    _check_inputs(system, method, y0, 1.0 if dt0 is None else dt0, 1, 1, 0.0)
+    y0 = guarded(method.family, system, y0)
+    dyn, static = eqx.partition(system, eqx.is_array)
+    member = adaptive_member(static, method, schedule, dt0, _the_state, rdtype)
+    traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0), eqx.is_array)))
+    ys, result, stats, state = solve(member, dyn, y0, bool(throw) and traced)  # traced: a failure raises inside
+    sol = Solution(ts=jnp.concatenate([jnp.zeros((1,), rdtype), member.ts]), ys=ys, result=result, stats=stats,
+                   state=state)
+    if throw and not traced and result != RESULTS.successful:  # eager: the hint first, in one line
+        raise RuntimeError(f"integrate: {RESULTS[result]} (after {int(stats['num_accepted_steps'])} accepted and "
+                           f"{int(stats['num_rejected_steps'])} rejected steps; throw=False returns the solution with "
+                           "its result code)")
+    return sol

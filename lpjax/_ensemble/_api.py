@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from .._checks import cast_floats, is_traced, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
-from .._adaptive import Adaptive, adaptive_member, adaptive_schedule
+from .._adaptive import AdaptiveSchedule, adaptive_member, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
 from ._kernels import AbstractKernel
 from .._memo import by_identity
@@ -38,7 +38,7 @@ __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution"
 
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: AbstractKernel, platform: str,
-                   rdtype, batched: bool, stats: bool, adaptive: Optional[Adaptive] = None) -> EnsembleFunction:
+                   rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
     if adaptive is None:
         member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
@@ -122,7 +122,8 @@ def ensemble_function(
 
 
 @by_identity
-def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool, adaptive: Optional[Adaptive]):
+def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool,
+                adaptive: Optional[AdaptiveSchedule]):
     """``(fn, ends, keep)``: the chunk function that runs (the plan's kernel, or the scan where
     it cannot run the member program); whether the state observable's first and last saves are
     ``y0s`` and ``final_state`` (so not stored twice: the last always, the first where the
