@@ -1,17 +1,18 @@
 """The LLVM IR writer under :mod:`lpjax._ensemble._kernels._native`: scalar SSA values (:class:`Sym`), constants,
-and :class:`Emitter`, which holds the instructions, the stack slots, the scratch regions of a
+and :class:`AbstractEmitter`, which holds the instructions, the stack slots, the scratch regions of a
 chunk and its member loops. The operations are :mod:`lpjax._ensemble._kernels._native._rules`; the loops of the
 member program :mod:`lpjax._ensemble._kernels._native._loops`."""
 
 from __future__ import annotations
 
+import abc
 from typing import Callable
 
 import numpy as np
 
 from .._entrywise import Context, Unfusable
 
-__all__ = ["Sym", "Emitter", "lit", "llvm_type", "is_sym", "dtype_of", "ENTRY"]
+__all__ = ["Sym", "AbstractEmitter", "lit", "llvm_type", "is_sym", "dtype_of", "ENTRY"]
 
 ENTRY = 0  # the segment of values computed once, in the entry block (member loops count from 1)
 
@@ -64,9 +65,10 @@ def lit(x, dtype=None) -> str:
     return str(int(a.astype(dt).view(dt.str.replace("u", "i")))) if dt.kind == "u" else str(int(v))
 
 
-class Emitter(Context):
+class AbstractEmitter(Context, abc.ABC):
     """The evaluator's context for LLVM IR (without its operations, which
-    :class:`lpjax._ensemble._kernels._native._rules.IR` adds): entries are :class:`Sym` values (or trace-time
+    :class:`lpjax._ensemble._kernels._native._rules.IR` adds: :meth:`bind`, :meth:`binary`,
+    :meth:`cast`): entries are :class:`Sym` values (or trace-time
     constants), and every operation appends instructions to :attr:`lines`. Stack slots go to
     :attr:`slots` (the entry block), declarations to :attr:`decls`, loop metadata to
     :attr:`meta`.
@@ -147,6 +149,18 @@ class Emitter(Context):
         t, r = llvm_type(dt), llvm_type(ret or dt)
         self.decls.add(f"declare {r} @{fn}({', '.join([t] * len(args))})")
         return self.new(f"call {r} @{fn}({', '.join(f'{t} {self.ref(a, dt)}' for a in args)})", ret or dt, args)
+
+    @abc.abstractmethod
+    def bind(self, prim, args, params):
+        """``prim`` on scalar entries: instructions (the rules of the operations)."""
+
+    @abc.abstractmethod
+    def binary(self, op: Callable, a, b):
+        """A reduction's ``op`` on two scalar entries."""
+
+    @abc.abstractmethod
+    def cast(self, x, dtype):
+        """A scalar entry as ``dtype``."""
 
     # ----------------------------------------------------------------------- member loops
 

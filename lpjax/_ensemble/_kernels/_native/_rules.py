@@ -8,40 +8,317 @@ float-to-int conversion, integer division by zero defined."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, final
 
 import jax
 import numpy as np
 from jax import lax
 
 from .._entrywise import Unfusable
-from ._ir import Emitter, Sym, dtype_of, is_sym, lit, llvm_type
+from ._ir import AbstractEmitter, Sym, dtype_of, is_sym, lit, llvm_type
 from ._loops import CONTROL
 
-__all__ = ["Sym", "IR"]
+__all__ = ["Sym", "IR", "RULES", "Peephole"]
 
 _FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _ICMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
-_LIBM = frozenset("exp log sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh expm1 log1p erf erfc lgamma "
-                  "exp2 cbrt".split())
-_INTRINSIC = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "abs": "fabs"}
-_IDENTITY = frozenset({"copy", "copy_p", "stop_gradient"})
-_STRICT = frozenset({"fadd", "fsub", "fmul", "fdiv", "fneg", "fpext", "fptrunc"})  # inf/NaN in, inf/NaN out
+_LIBM = ("exp log sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh expm1 log1p erf erfc lgamma exp2 "
+         "cbrt").split()
+_INTRINSIC = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil"}
+_STRICT = frozenset({"fadd", "fsub", "fmul", "fdiv"})  # inf/NaN in, inf/NaN out (fdiv: by its numerator)
 _BINARY = {lax.add: lax.add_p, lax.mul: lax.mul_p, lax.max: lax.max_p, lax.min: lax.min_p,
            lax.bitwise_and: lax.and_p, lax.bitwise_or: lax.or_p}
 
+# ------------------------------------------------------------------------------ the registry
 
-class IR(Emitter):
-    """:class:`lpjax._ensemble._kernels._native._ir.Emitter` with the operations: each primitive on scalars as LLVM
-    instructions, and the member program's loops (:mod:`lpjax._ensemble._kernels._native._loops`)."""
+RULES: dict = {}  # a primitive's name -> its rule: (ir, operands, dtype, operands' dtypes, params) -> value
 
-    control = CONTROL
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+def rule(*names: str) -> Callable:
+    """Register the decorated function as the rule of each primitive of ``names``."""
+    def register(fn: Callable) -> Callable:
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"two rules for {name!r}")
+            RULES[name] = fn
+        return fn
+
+    return register
+
+
+def _kinds(dt) -> tuple:
+    return dt.kind == "f", dt.kind == "u", dt == np.bool_
+
+
+@rule("add", "add_any", "sub", "mul")
+def _ring(ir, a, dt, dts, params, name):
+    if dt == np.bool_:
+        raise Unfusable(f"primitive {name!r} on {dt}")
+    return ir.op(("f" if dt.kind == "f" else "") + {"add_any": "add"}.get(name, name), a[0], a[1], dt)
+
+
+@rule("div", "rem")
+def _division(ir, a, dt, dts, params, name):
+    if dt.kind == "f":
+        return ir.op("f" + name, a[0], a[1], dt)
+    if dt.kind not in "iu":
+        raise Unfusable(f"primitive {name!r} on {dt}")
+    zero = ir.op("icmp eq", a[1], 0, dt, np.bool_)  # XLA: x / 0 = -1 (all ones), x % 0 = x
+    trap = zero
+    if dt.kind == "i":  # and MIN / −1 = MIN, MIN % −1 = 0: as x / 1 and x % 1 (the instruction would trap)
+        low = ir.op("icmp eq", a[0], np.iinfo(dt).min, dt, np.bool_)
+        trap = ir.op("or", zero, ir.op("and", low, ir.op("icmp eq", a[1], -1, dt, np.bool_), np.bool_), np.bool_)
+    q = ir.op(("u" if dt.kind == "u" else "s") + name, a[0], ir.select(trap, np.asarray(1, dt), a[1], dt), dt)
+    return ir.select(zero, np.asarray(-1).astype(dt) if name == "div" else a[0], q, dt)
+
+
+@rule("max", "min")
+def _extremum(ir, a, dt, dts, params, name):
+    flt, uns, boolean = _kinds(dt)
+    if boolean:
+        return ir.op("or" if name == "max" else "and", a[0], a[1], dt)
+    if flt:  # IEEE 754-2019 maximum and minimum, as XLA's: NaN-propagating, −0 < +0
+        return ir.call(f"llvm.{name}imum.{_suffix(dt)}", [a[0], a[1]], dt)
+    pre = "u" if uns else "s"
+    return ir.select(ir.op(f"icmp {pre}{'gt' if name == 'max' else 'lt'}", a[0], a[1], dt, np.bool_), a[0], a[1], dt)
+
+
+@rule("neg")
+def _neg(ir, a, dt, dts, params, name):
+    if dt.kind != "f":
+        return ir.op("sub", 0, a[0], dt)
+    return ir.keeping(ir.new(f"fneg {llvm_type(dt)} {ir.ref(a[0], dt)}", dt, a), a)
+
+
+@rule("abs")
+def _abs(ir, a, dt, dts, params, name):
+    if dt.kind == "f":
+        return ir.keeping(ir.call(f"llvm.fabs.{_suffix(dt)}", [a[0]], dt), a)
+    return ir.select(ir.op("icmp slt", a[0], 0, dt, np.bool_), ir.op("sub", 0, a[0], dt), a[0], dt)
+
+
+@rule("sign")
+def _sign(ir, a, dt, dts, params, name):
+    if dt.kind == "f":  # keeps ±0 and NaN (a subnormal, flushed, is ±0)
+        neg = ir.select(ir.op("fcmp olt", a[0], 0.0, dt, np.bool_), -1.0, ir.flushed(a[0], dt), dt)
+        return ir.select(ir.op("fcmp ogt", a[0], 0.0, dt, np.bool_), 1.0, neg, dt)
+    pos, neg = (ir.op(f"icmp s{c}", a[0], 0, dt, np.bool_) for c in ("gt", "lt"))
+    pos, neg = (ir.new(f"zext i1 {x.name} to {llvm_type(dt)}", dt, (x,)) for x in (pos, neg))
+    return ir.op("sub", pos, neg, dt)
+
+
+@rule(*_FCMP)
+def _comparison(ir, a, dt, dts, params, name):
+    flt, uns, boolean = _kinds(dt)
+    if flt:
+        return ir.op(f"fcmp {_FCMP[name]}", a[0], a[1], dt, np.bool_)
+    cmp = _ICMP[name] if not (uns or boolean) or name in ("eq", "ne") else "u" + _ICMP[name][1:]
+    return ir.op(f"icmp {cmp}", a[0], a[1], dt, np.bool_)
+
+
+@rule("and", "or", "xor")
+def _bitwise(ir, a, dt, dts, params, name):
+    if dt.kind == "f":
+        raise Unfusable(f"primitive {name!r} on {dt}")
+    return ir.op(name, a[0], a[1], dt)
+
+
+@rule("not")
+def _not(ir, a, dt, dts, params, name):
+    if dt.kind == "f":
+        raise Unfusable(f"primitive {name!r} on {dt}")
+    return ir.op("xor", a[0], True if dt == np.bool_ else -1, dt)
+
+
+@rule("select_n")
+def _select_n(ir, a, dt, dts, params, name):
+    p, cases = a[0], a[1:]
+    if dts[0] == np.bool_:
+        return ir.select(p, cases[1], cases[0], dt)
+    e = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        e = ir.select(ir.op("icmp eq", p, k, dts[0], np.bool_), cases[k], e, dt)
+    return e
+
+
+@rule("clamp")
+def _clamp(ir, a, dt, dts, params, name):  # clamp(lo, x, hi)
+    return ir.apply("min", [ir.apply("max", [a[1], a[0]], dts), a[2]], dts)
+
+
+@rule("integer_pow")
+def _integer_pow(ir, a, dt, dts, params, name):  # JAX's own sequence of products
+    y, x, acc = int(params["y"]), a[0], None
+    mul = "fmul" if dt.kind == "f" else "mul"
+    if y == 0:
+        return np.asarray(1).astype(dt)[()]
+    for bit in _bits(abs(y)):
+        if bit is True:
+            acc = x if acc is None else ir.op(mul, acc, x, dt)
+        else:
+            x = ir.op(mul, x, x, dt)
+    return ir.op("fdiv" if dt.kind == "f" else "sdiv", 1, acc, dt) if y < 0 else acc
+
+
+@rule("square")
+def _square(ir, a, dt, dts, params, name):
+    return ir.op("fmul" if dt.kind == "f" else "mul", a[0], a[0], dt)
+
+
+@rule("shift_left", "shift_right_arithmetic", "shift_right_logical")
+def _shift(ir, a, dt, dts, params, name):
+    if dt.kind == "f":
+        raise Unfusable(f"primitive {name!r} on {dt}")
+    return ir.op({"shift_left": "shl", "shift_right_arithmetic": "ashr"}.get(name, "lshr"), a[0], a[1], dt)
+
+
+def _floats(fn: Callable) -> Callable:
+    """A rule for float operands only (another dtype: :class:`Unfusable`)."""
+    def on_floats(ir, a, dt, dts, params, name):
+        if dt.kind != "f":
+            raise Unfusable(f"primitive {name!r} on {dt}")
+        return fn(ir, a, dt, dts, params, name)
+
+    return on_floats
+
+
+@rule("is_finite")
+@_floats
+def _is_finite(ir, a, dt, dts, params, name):
+    if ir.speculate is not None:  # taken as true, the operand summed (_source._speculated)
+        ir.tested.append(a[0])
+        if ir.level:  # inside a loop of the member loop's body: summed here
+            ir.sum_tested()
+        return np.True_
+    return ir.peephole.all_finite(ir, ir.op("fsub", a[0], a[0], dt))
+
+
+@rule(*_INTRINSIC)
+@_floats
+def _intrinsic(ir, a, dt, dts, params, name):
+    out = ir.call(f"llvm.{_INTRINSIC[name]}.{_suffix(dt)}", [a[0]], dt)
+    return ir.keeping(out, a) if name == "sqrt" else out
+
+
+@rule(*_LIBM)
+@_floats
+def _libm(ir, a, dt, dts, params, name):
+    return ir.libm(name, [a[0]], dt)
+
+
+@rule("rsqrt")
+@_floats
+def _rsqrt(ir, a, dt, dts, params, name):
+    return ir.op("fdiv", 1.0, ir.keeping(ir.call(f"llvm.sqrt.{_suffix(dt)}", [a[0]], dt), a), dt)
+
+
+@rule("pow", "atan2", "nextafter")
+@_floats
+def _libm2(ir, a, dt, dts, params, name):
+    y = a[1] if dtype_of(a[1]) == dt else ir.cast(a[1], dt)
+    return ir.libm(name, [a[0], y], dt, flush=name != "nextafter")  # (nextafter: on the bits, as XLA's)
+
+
+@rule("logistic")
+@_floats
+def _logistic(ir, a, dt, dts, params, name):
+    e = ir.libm("exp", [ir.apply("neg", a, [dt])], dt)
+    return ir.op("fdiv", 1.0, ir.op("fadd", 1.0, e, dt), dt)
+
+
+@rule("round")
+@_floats
+def _round(ir, a, dt, dts, params, name):
+    how = "roundeven" if int(params["rounding_method"]) == 1 else "round"
+    return ir.call(f"llvm.{how}.{_suffix(dt)}", [a[0]], dt)
+
+
+@rule("copy", "stop_gradient")
+def _identity_rule(ir, a, dt, dts, params, name):
+    return a[0]
+
+
+@rule("reduce_precision")
+def _reduce_precision(ir, a, dt, dts, params, name):
+    info = np.finfo(dt)
+    if (params["exponent_bits"], params["mantissa_bits"]) != (info.nexp, info.nmant):
+        raise Unfusable("reduce_precision to a narrower format")
+    return a[0]
+
+
+@rule("convert_element_type")
+def _convert(ir, a, dt, dts, params, name):
+    return ir.cast(a[0], params["new_dtype"])
+
+
+# ------------------------------------------------------------------------------ peepholes
+
+
+class Peephole:
+    """Exact rewrites before a primitive's rule (:meth:`rewrite`), on what earlier results were
+    (:meth:`note`): an operation that is one of its operands or a constant (``x · 1``,
+    ``x + (−0)``, ``x & True``, a select on a constant); ``(−1)·y = −y`` and ``(−x)·y = −(x·y)``
+    (to the bit: the product is shared with ``x·y``, a skew matrix's two triangles); ``−(−x) = x``;
+    ``x == k ? k : x = x``; and a conjunction of finiteness tests as one test that the sum of their
+    ``x − x`` is not NaN."""
+
+    def __init__(self):
         self.negated: dict = {}  # the name of an fneg's result -> its operand
         self.finite: dict = {}  # an is_finite result (or a conjunction of them) -> its sum of x − x
         self.equal: dict = {}  # the name of an integer ``x == k`` (k a constant) -> (x's name, k)
+
+    def rewrite(self, ir, name: str, a: list, dt, dts: list):
+        same = _identity(name, a, dt)
+        if same is not None:
+            return same
+        if name == "mul" and dt.kind == "f":
+            for x, y in ((a[0], a[1]), (a[1], a[0])):
+                if _is(x, -1.0):
+                    return ir.apply("neg", [y], dts)
+                if is_sym(x) and x.name in self.negated:
+                    return ir.apply("neg", [ir.op("fmul", self.negated[x.name], y, dt)], dts)
+        if name == "neg" and dt.kind == "f" and is_sym(a[0]) and a[0].name in self.negated:
+            return self.negated[a[0].name]
+        if name == "and" and dt == np.bool_:
+            tests = [self.finite.get(x.name) if is_sym(x) else None for x in a]
+            if None not in tests and tests[0].dtype == tests[1].dtype:
+                return self.all_finite(ir, ir.op("fadd", tests[0], tests[1], tests[0].dtype))
+        if name == "select_n" and dts[0] == np.bool_:
+            x, k = self.equal.get(a[0].name, (None, None))
+            if is_sym(a[1]) and a[1].name == x and _is(a[2], k):
+                return a[1]
+        return None
+
+    def note(self, name: str, a: list, dt, out) -> None:
+        """What the rule of ``name`` made of ``a`` (``out``), for later rewrites."""
+        if name == "neg" and dt.kind == "f" and is_sym(out):
+            self.negated[out.name] = a[0]
+        if name == "eq" and dt.kind != "f" and is_sym(out) and is_sym(a[0]) and not is_sym(a[1]):
+            self.equal[out.name] = (a[0].name, a[1])
+
+    def all_finite(self, ir, s: Sym) -> Sym:
+        """``s`` (a sum of ``x − x`` terms) is not NaN: every ``x`` is finite."""
+        out = ir.op("fcmp ord", s, 0.0, s.dtype, np.bool_)
+        self.finite[out.name] = s
+        return out
+
+
+# ------------------------------------------------------------------------------ the context
+
+
+@final
+class IR(AbstractEmitter):
+    """The code context: :class:`lpjax._ensemble._kernels._native._ir.AbstractEmitter` with each
+    primitive on scalars as LLVM instructions (its rule in :data:`RULES`, after the
+    :class:`Peephole` rewrites), and the member program's loops
+    (:mod:`lpjax._ensemble._kernels._native._loops`)."""
+
+    control = CONTROL
+
+    def __init__(self, chunk: int = 1, split: bool = True, flush: bool = False):
+        super().__init__(chunk, split)
+        self.flush = flush  # the kernel runs with denormals flushed (x86's control register), as XLA:CPU does
+        self.peephole = Peephole()
         self.speculate = None  # (a stack slot, its dtype): is_finite is taken as true, its operands summed there
         self.tested: list = []  # the operands of those tests, not yet summed
         self.parents: dict = {}  # while speculating: a value's name -> the operands whose inf or NaN it keeps
@@ -49,13 +326,23 @@ class IR(Emitter):
 
     # ----------------------------------------------------------------------- operations
 
-    def new(self, rhs: str, dtype, of=None) -> Sym:
-        s = super().new(rhs, dtype, of)
-        if self.speculate is not None and of is not None:
-            code = rhs.split(" ", 1)[0]
-            if code in _STRICT or (code == "call" and any(f"@llvm.{f}." in rhs for f in ("fabs", "sqrt"))):
-                self.parents[s.name] = [x.name for x in (of[:1] if code == "fdiv" else of) if is_sym(x)]
+    def keeping(self, s: Sym, operands) -> Sym:
+        """``s``, whose result is inf or NaN whenever one of ``operands`` is (recorded while
+        speculating: :meth:`_lasting`)."""
+        if self.speculate is not None:
+            self.parents[s.name] = [x.name for x in operands if is_sym(x)]
         return s
+
+    def flushed(self, x, dt):
+        """``x``, a subnormal flushed to ±0 where the kernel flushes denormals (``llvm.canonicalize``)."""
+        return self.call(f"llvm.canonicalize.{_suffix(dt)}", [x], dt) if self.flush and is_sym(x) else x
+
+    def libm(self, name: str, args: list, dt, flush: bool = True) -> Sym:
+        """The C library's ``name`` (``namef`` in float32) of ``args``, flushed (``flush``) as the
+        arithmetic's operands are: the library reads a subnormal's bits (log of the smallest
+        subnormal: −745.1, where the flushed operand gives −inf, as XLA)."""
+        args = [self.flushed(x, dt) for x in args] if flush else args
+        return self.call(name + ("f" if dt == np.float32 else ""), args, dt)
 
     def get(self, regions, avals) -> list:
         values = super().get(regions, avals)
@@ -64,173 +351,33 @@ class IR(Emitter):
         return values
 
     def op(self, instr: str, a, b, dt, out=None) -> Sym:
-        return self.new(f"{instr} {llvm_type(dt)} {self.ref(a, dt)}, {self.ref(b, dt)}", out or dt, (a, b))
+        s = self.new(f"{instr} {llvm_type(dt)} {self.ref(a, dt)}, {self.ref(b, dt)}", out or dt, (a, b))
+        return self.keeping(s, (a,) if instr == "fdiv" else (a, b)) if instr in _STRICT else s
 
     def select(self, p, a, b, dt) -> Sym:
         t = llvm_type(dt)
         return self.new(f"select i1 {self.ref(p, np.bool_)}, {t} {self.ref(a, dt)}, {t} {self.ref(b, dt)}", dt, (p, a, b))
 
     def bind(self, prim, args, params):
-        name = prim.name
         if not any(is_sym(a) for a in args):  # constants fold at trace time
             with jax.ensure_compile_time_eval():
                 return np.asarray(prim.bind(*args, **params))[()]
-        if name in _IDENTITY:
-            return args[0]
-        if name == "reduce_precision":
-            info = np.finfo(dtype_of(args[0]))
-            if (params["exponent_bits"], params["mantissa_bits"]) != (info.nexp, info.nmant):
-                raise Unfusable("reduce_precision to a narrower format")
-            return args[0]
-        if name == "convert_element_type":
-            return self.cast(args[0], params["new_dtype"])
         dts = [dtype_of(a) for a in args]
         for dt in dts:
             llvm_type(dt)
-        return self._scalar(name, args, dts, params)
+        return self.apply(prim.name, list(args), dts, params)
 
-    def _scalar(self, name: str, a: list, dts: list, params: dict):
-        """One primitive on scalars ``a`` of dtypes ``dts``: by the group it belongs to."""
+    def apply(self, name: str, a: list, dts: list, params=None):
+        """The primitive ``name`` on scalars ``a`` of dtypes ``dts``: a peephole rewrite, else its
+        rule."""
+        if name not in RULES:
+            raise Unfusable(f"primitive {name!r}")
         dt = next(x.dtype for x in a if is_sym(x)) if name not in ("select_n", "clamp") else dts[-1]
-        same = _identity(name, a, dt)
-        if same is not None:
-            return same
-        for group in (self._arithmetic, self._logical, self._powers):
-            out = group(name, a, dt, dts, params)
-            if out is not None:
-                return out
-        if dt.kind != "f":
-            raise Unfusable(f"primitive {name!r} on {dt}")
-        return self._float(name, a, dt, params)
-
-    def _arithmetic(self, name: str, a: list, dt, dts: list, params: dict):
-        """``add``, ``sub``, ``mul``, ``div``, ``rem``, ``max``, ``min``, ``neg``, ``abs``, ``sign``
-        (None for another primitive)."""
-        flt, uns, boolean = dt.kind == "f", dt.kind == "u", dt == np.bool_
-        if name == "mul" and flt:  # (−1)·y = −y and (−x)·y = −(x·y) to the bit: the product is shared with x·y
-            for x, y in ((a[0], a[1]), (a[1], a[0])):
-                if _is(x, -1.0):
-                    return self._scalar("neg", [y], dts, {})
-                if is_sym(x) and x.name in self.negated:
-                    return self._scalar("neg", [self.op("fmul", self.negated[x.name], y, dt)], dts, {})
-        if name in ("add", "add_any", "sub", "mul") and not boolean:
-            return self.op(("f" if flt else "") + {"add_any": "add"}.get(name, name), a[0], a[1], dt)
-        if name in ("div", "rem") and flt:
-            return self.op("f" + name, a[0], a[1], dt)
-        if name in ("div", "rem") and dt.kind in "iu":  # XLA: x / 0 = -1 (all ones), x % 0 = x
-            zero = self.op("icmp eq", a[1], 0, dt, np.bool_)
-            safe = self.select(zero, np.asarray(1, dt), a[1], dt)
-            q = self.op(("u" if uns else "s") + name, a[0], safe, dt)
-            return self.select(zero, np.asarray(-1).astype(dt) if name == "div" else a[0], q, dt)
-        if name in ("max", "min"):
-            if boolean:
-                return self.op("or" if name == "max" else "and", a[0], a[1], dt)
-            if flt:  # NaN-propagating
-                c = self.op("fcmp " + ("ogt" if name == "max" else "olt"), a[0], a[1], dt, np.bool_)
-                c = self.op("or", c, self.op("fcmp uno", a[0], a[0], dt, np.bool_), np.bool_)
-                return self.select(c, a[0], a[1], dt)
-            pre = "u" if uns else "s"
-            return self.select(self.op(f"icmp {pre}{'gt' if name == 'max' else 'lt'}", a[0], a[1], dt, np.bool_),
-                               a[0], a[1], dt)
-        if name == "neg":
-            if not flt:
-                return self.op("sub", 0, a[0], dt)
-            if is_sym(a[0]) and a[0].name in self.negated:
-                return self.negated[a[0].name]
-            out = self.new(f"fneg {llvm_type(dt)} {self.ref(a[0], dt)}", dt, a)
-            self.negated[out.name] = a[0]
-            return out
-        if name == "abs":
-            if flt:
-                return self.call(f"llvm.fabs.{_suffix(dt)}", [a[0]], dt)
-            return self.select(self.op("icmp slt", a[0], 0, dt, np.bool_), self.op("sub", 0, a[0], dt), a[0], dt)
-        if name == "sign":
-            if flt:  # keeps ±0 and NaN
-                neg = self.select(self.op("fcmp olt", a[0], 0.0, dt, np.bool_), -1.0, a[0], dt)
-                return self.select(self.op("fcmp ogt", a[0], 0.0, dt, np.bool_), 1.0, neg, dt)
-            pos, neg = (self.op(f"icmp s{c}", a[0], 0, dt, np.bool_) for c in ("gt", "lt"))
-            pos, neg = (self.new(f"zext i1 {x.name} to {llvm_type(dt)}", dt, (x,)) for x in (pos, neg))
-            return self.op("sub", pos, neg, dt)
-        return None
-
-    def _logical(self, name: str, a: list, dt, dts: list, params: dict):
-        """Comparisons, ``and``, ``or``, ``xor``, ``not``, ``select_n``, ``clamp`` (None for
-        another primitive)."""
-        flt, uns, boolean = dt.kind == "f", dt.kind == "u", dt == np.bool_
-        if name in _FCMP:
-            if flt:
-                return self.op(f"fcmp {_FCMP[name]}", a[0], a[1], dt, np.bool_)
-            cmp = _ICMP[name] if not (uns or boolean) or name in ("eq", "ne") else "u" + _ICMP[name][1:]
-            out = self.op(f"icmp {cmp}", a[0], a[1], dt, np.bool_)
-            if name == "eq" and is_sym(a[0]) and not is_sym(a[1]):
-                self.equal[out.name] = (a[0].name, a[1])
-            return out
-        tests = [self.finite.get(x.name) if is_sym(x) else None for x in a]
-        if name == "and" and boolean and None not in tests and tests[0].dtype == tests[1].dtype:
-            # a conjunction of finiteness tests: the sum of their x − x (0, or NaN for an inf or NaN x) is not NaN
-            return self._all_finite(self.op("fadd", tests[0], tests[1], tests[0].dtype))
-        if name in ("and", "or", "xor") and not flt:
-            return self.op(name, a[0], a[1], dt)
-        if name == "not" and not flt:
-            return self.op("xor", a[0], True if boolean else -1, dt)
-        if name == "select_n":
-            p, cases = a[0], a[1:]
-            if dts[0] == np.bool_:
-                x, k = self.equal.get(p.name, (None, None))
-                if is_sym(cases[0]) and cases[0].name == x and _is(cases[1], k):  # x == k ? k : x is x
-                    return cases[0]
-                return self.select(p, cases[1], cases[0], dt)
-            e = cases[-1]
-            for k in range(len(cases) - 2, -1, -1):
-                e = self.select(self.op("icmp eq", p, k, dts[0], np.bool_), cases[k], e, dt)
-            return e
-        if name == "clamp":  # clamp(lo, x, hi)
-            return self._scalar("min", [self._scalar("max", [a[1], a[0]], dts, {}), a[2]], dts, {})
-        return None
-
-    def _powers(self, name: str, a: list, dt, dts: list, params: dict):
-        """``integer_pow``, ``square`` and the shifts (None for another primitive)."""
-        flt = dt.kind == "f"
-        if name == "integer_pow":  # JAX's own sequence of products
-            y, x, acc = int(params["y"]), a[0], None
-            if y == 0:
-                return np.asarray(1).astype(dt)[()]
-            for bit in _bits(abs(y)):
-                if bit is True:
-                    acc = x if acc is None else self.op("fmul" if flt else "mul", acc, x, dt)
-                else:
-                    x = self.op("fmul" if flt else "mul", x, x, dt)
-            return self.op("fdiv" if flt else "sdiv", 1, acc, dt) if y < 0 else acc
-        if name == "square":
-            return self.op("fmul" if flt else "mul", a[0], a[0], dt)
-        if name in ("shift_left", "shift_right_arithmetic", "shift_right_logical") and not flt:
-            return self.op({"shift_left": "shl", "shift_right_arithmetic": "ashr"}.get(name, "lshr"), a[0], a[1], dt)
-        return None
-
-    def _float(self, name: str, a: list, dt, params: dict):
-        if name == "is_finite":
-            if self.speculate is not None:  # taken as true, the operand summed (_source._speculated)
-                self.tested.append(a[0])
-                if self.level:  # inside a loop of the member loop's body: summed here
-                    self.sum_tested()
-                return np.True_
-            return self._all_finite(self.op("fsub", a[0], a[0], dt))
-        if name in _INTRINSIC:
-            return self.call(f"llvm.{_INTRINSIC[name]}.{_suffix(dt)}", [a[0]], dt)
-        if name in _LIBM:
-            return self.call(name + ("f" if dt == np.float32 else ""), [a[0]], dt)
-        if name == "rsqrt":
-            return self.op("fdiv", 1.0, self.call(f"llvm.sqrt.{_suffix(dt)}", [a[0]], dt), dt)
-        if name in ("pow", "atan2", "nextafter"):
-            y = a[1] if dtype_of(a[1]) == dt else self.cast(a[1], dt)
-            return self.call(name + ("f" if dt == np.float32 else ""), [a[0], y], dt)
-        if name == "logistic":
-            e = self.call("exp" + ("f" if dt == np.float32 else ""), [self._scalar("neg", a, [dt], {})], dt)
-            return self.op("fdiv", 1.0, self.op("fadd", 1.0, e, dt), dt)
-        if name == "round":
-            how = "roundeven" if int(params["rounding_method"]) == 1 else "round"
-            return self.call(f"llvm.{how}.{_suffix(dt)}", [a[0]], dt)
-        raise Unfusable(f"primitive {name!r}")
+        out = self.peephole.rewrite(self, name, a, dt, dts)
+        if out is None:
+            out = RULES[name](self, a, dt, dts, params or {}, name)
+            self.peephole.note(name, a, dt, out)
+        return out
 
     def sum_tested(self, lasting=frozenset()) -> None:
         """Add the operands of the finiteness tests taken as true since the last call, except those
@@ -268,12 +415,6 @@ class IR(Emitter):
                 todo += self.parents.get(name, ())
         return seen if all(x.name in seen for x in self.inputs) else set()
 
-    def _all_finite(self, s: Sym) -> Sym:
-        """``s`` (a sum of ``x − x`` terms) is not NaN: every ``x`` is finite."""
-        out = self.op("fcmp ord", s, 0.0, s.dtype, np.bool_)
-        self.finite[out.name] = s
-        return out
-
     def binary(self, op: Callable, a, b):
         if op not in _BINARY:
             raise Unfusable(f"reduction by {op}")
@@ -291,7 +432,8 @@ class IR(Emitter):
         if dtype == np.bool_:
             return self.op("fcmp une" if src.kind == "f" else "icmp ne", x, 0, src, np.bool_)
         if src.kind == "f" and dtype.kind == "f":
-            return self.new(f"{'fpext' if dtype.itemsize > src.itemsize else 'fptrunc'} {s} {x.name} to {t}", dtype, (x,))
+            how = "fpext" if dtype.itemsize > src.itemsize else "fptrunc"
+            return self.keeping(self.new(f"{how} {s} {x.name} to {t}", dtype, (x,)), (x,))
         if src.kind == "f":  # saturating, NaN to 0 (XLA's conversion)
             how = "fptoui" if dtype.kind == "u" else "fptosi"
             return self.call(f"llvm.{how}.sat.{t}.{_suffix(src)}", [x], src, dtype)

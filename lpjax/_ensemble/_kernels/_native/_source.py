@@ -134,7 +134,7 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
     member's arrays, the system's (members first if ``batched``), the summaries (B, …) and
     the observables (B, n_save + 1, …); ``scratch`` holds a chunk's carry and the values that
     pass between its member loops."""
-    ctx = IR(chunk, split)
+    ctx = IR(chunk, split, flush_denormals)
     carry_avals = avals["carry"]
     obs_sizes = [math.prod(a.shape) for a in avals["obs"]]
     sum_sizes = [math.prod(a.shape) for a in avals["sum"]]
@@ -201,7 +201,10 @@ def _arguments(ctx: IR, counts: list) -> list:
 
 def _module(ctx: IR, chunk: int, flush_denormals: bool) -> str:
     """The text of the module: declarations, then ``run_chunks`` around the body ``ctx`` wrote."""
-    head = ["define void @run_chunks(i64 %lo0, i64 %hi0, i64 %B, ptr noalias %args, ptr noalias %scratch) nounwind {",
+    # with the flush, LLVM is told that denormals are flushed (no fold that holds only without it: a compare and
+    # select into a min instruction, which tells a flushed subnormal from zero differently)
+    mode = ' "denormal-fp-math"="preserve-sign,preserve-sign"' if flush_denormals else ""
+    head = [f"define void @run_chunks(i64 %lo0, i64 %hi0, i64 %B, ptr noalias %args, ptr noalias %scratch) nounwind{mode} {{",
             "entry:", "  %width = sub i64 %hi0, %lo0", f"  %span = add i64 %width, {chunk - 1}"]
     enter, leave = _flush_denormals(ctx) if flush_denormals else ([], [])
     text = sorted(ctx.decls) + [""] + head + ctx.slots + enter + ctx.text() + leave + ["  ret void", "}", ""] + ctx.meta
