@@ -132,7 +132,7 @@ def test_a_tested_value_is_left_to_the_end_only_when_its_inf_or_nan_lasts(last):
     does not keep x₂'s inf (3 / inf = 0): then every tested value is summed at each step."""
     from jax import lax
 
-    from lpjax._ensemble._kernels._native._rules import IR
+    from lpjax._ensemble._kernels._native._context import IR
 
     ctx = IR(4)
     ctx.speculate = (ctx.slot(np.float64), np.dtype(np.float64))

@@ -1,6 +1,7 @@
 """The LLVM IR writer under :mod:`lpjax._ensemble._kernels._native`: scalar SSA values (:class:`Sym`), constants,
 and :class:`AbstractEmitter`, which holds the instructions, the stack slots, the scratch regions of a
-chunk and its member loops. The operations are :mod:`lpjax._ensemble._kernels._native._rules`; the loops of the
+chunk and its member loops. The operations are :mod:`lpjax._ensemble._kernels._native._rules` (through
+:mod:`lpjax._ensemble._kernels._native._context`); the loops of the
 member program :mod:`lpjax._ensemble._kernels._native._loops`."""
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def lit(x, dtype=None) -> str:
 
 class AbstractEmitter(Context, abc.ABC):
     """The evaluator's context for LLVM IR (without its operations, which
-    :class:`lpjax._ensemble._kernels._native._rules.IR` adds: :meth:`bind`, :meth:`binary`,
+    :class:`lpjax._ensemble._kernels._native._context.IR` adds: :meth:`bind`, :meth:`binary`,
     :meth:`cast`): entries are :class:`Sym` values (or trace-time
     constants), and every operation appends instructions to :attr:`lines`. Stack slots go to
     :attr:`slots` (the entry block), declarations to :attr:`decls`, loop metadata to

@@ -14,7 +14,7 @@ import numpy as np
 from .._entrywise import evaluate
 from ._ir import Sym, is_sym, lit, llvm_type
 from ._loops import uses
-from ._rules import IR
+from ._context import IR
 
 __all__ = ["source"]
 
@@ -81,7 +81,7 @@ def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> No
     code and the failed-step count alone without loading or storing them, while the tested values
     are summed over the chunk's members and steps (``fadd reassoc``: the sum vectorizes; whether it
     is finite does not depend on the order), except those whose inf or NaN would last in the
-    carry (:meth:`IR._lasting <lpjax._ensemble._kernels._native._rules.IR._lasting>`): the carry after the steps is
+    carry (:meth:`IR._lasting <lpjax._ensemble._kernels._native._context.IR._lasting>`): the carry after the steps is
     summed instead. If the sum is not finite (an inf or NaN was tested,
     or the sum overflowed), the chunk's carry goes back to its copy from before the steps, and the
     steps run again as written; that chunk then runs as written to the end (``speculate``, a flag
