@@ -1,4 +1,4 @@
-"""AdaptiveSchedule ensembles: a heterogeneous ensemble of heavy tops, each member with its own steps.
+"""Adaptive ensembles: a heterogeneous ensemble of heavy tops, each member with its own steps.
 
     python benchmarks/adaptive.py [--quick] [--out benchmarks/results/]
 

@@ -30,7 +30,6 @@ __all__ = [
     "checked_value",
     "error_if",
     "positive_step",
-    "fixed_schedule",
     "positive_int",
     "optional_tol",
     "as_float",
@@ -199,18 +198,6 @@ def positive_step(dt, name: str) -> None:
         raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(dt)}")
     if not is_traced(dt) and not (math.isfinite(float(dt)) and float(dt) > 0):
         raise ValueError(f"{name} must be finite and > 0, got {float(dt)}")
-
-
-def fixed_schedule(dt, n_steps, save_every, who: str) -> tuple[int, int]:
-    """``(n_steps, save_every)`` of a fixed-step run, checked with ``dt``: one set of checks and
-    messages for :func:`lpjax.integrate`, :func:`lpjax.ensemble` and
-    :func:`lpjax.ensemble_function`."""
-    n_steps = positive_int(n_steps, f"{who}: n_steps")
-    save_every = positive_int(save_every, f"{who}: save_every")
-    if n_steps % save_every:
-        raise ValueError(f"{who}: n_steps ({n_steps}) must be divisible by save_every ({save_every})")
-    positive_step(dt, f"{who}: dt")
-    return n_steps, save_every
 
 
 def finite_scalar(x: ArrayLike, name: str) -> Array:

@@ -17,12 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
-from ._adaptive import adaptive_member, adaptive_schedule
+from ._adaptive import adaptive_member
 from ._adjoint import loop
 from ._integrate_adaptive import solve
-from ._checks import as_numbers, cast_floats, error_if, finite_scalar, fixed_schedule, is_traced, run_dtype
+from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
 from ._member import Carry, count_dtype
+from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
 
 __all__ = ["Solution", "integrate"]

@@ -176,7 +176,7 @@ def test_gradient_through_user_hamiltonian_module():
 
 
 def test_integrate_and_the_ensembles_share_one_schedule_check():
-    """One check and one set of messages for a fixed-step schedule (``lpjax._checks.fixed_schedule``),
+    """One check and one set of messages for a fixed-step schedule (``lpjax._schedule.fixed_schedule``),
     each naming the entry point (before: three checks, three wordings)."""
     from lpjax.systems import rigid_body
 
@@ -193,3 +193,26 @@ def test_integrate_and_the_ensembles_share_one_schedule_check():
             call(0.1, 0, 1)
         with pytest.raises(TypeError, match=f"{who}: dt must be a real number"):
             call("0.1", 10, 5)
+
+
+def test_integrate_and_the_ensembles_share_one_adaptive_schedule_check():
+    """The adaptive schedule (``lpjax._schedule.adaptive_schedule``): the same checks and
+    messages from integrate, ensemble and ensemble_function."""
+    from lpjax.systems import rigid_body
+
+    rb, gl, y0 = rigid_body(jnp.array([1.0, 2.0, 3.0])), lpjax.GaussLegendre(2), jnp.array([1.0, 0.5, 0.8])
+    pid = lpjax.PIDController(1e-8, 1e-8)
+    calls = {"integrate": lambda **kw: lpjax.integrate(rb, gl, y0, None, **kw),
+             "ensemble": lambda **kw: lpjax.ensemble(rb, gl, y0[None], None, **kw),
+             "ensemble_function": lambda **kw: lpjax.ensemble_function(rb, gl, None, **kw)}
+    for who, call in calls.items():
+        with pytest.raises(ValueError, match=f"{who}: ts must be finite, strictly increasing save times > 0"):
+            call(controller=pid, ts=[1.0, 0.5])
+        with pytest.raises(ValueError, match=rf"{who}: the last save time ts\[-1\] = 2.0 is the final time, but t1 = 1.0"):
+            call(controller=pid, ts=[1.0, 2.0], t1=1.0)
+        with pytest.raises(ValueError, match=f"{who}: an adaptive run needs its final time"):
+            call(controller=pid)
+        with pytest.raises(ValueError, match=f"{who}: error_estimate must be one of 'doubling', 'defect', got 'x'"):
+            call(controller=pid, t1=1.0, error_estimate="x")
+        with pytest.raises(TypeError, match=f"{who}: controller must be an lpjax.PIDController, got str"):
+            call(controller="pid", t1=1.0)

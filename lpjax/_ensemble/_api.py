@@ -24,7 +24,8 @@ import jax.numpy as jnp
 from .._checks import cast_floats, is_traced, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
-from .._adaptive import AdaptiveSchedule, adaptive_member, adaptive_schedule
+from .._adaptive import adaptive_member
+from .._schedule import AdaptiveSchedule, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
 from ._kernels import AbstractKernel
 from .._memo import by_identity

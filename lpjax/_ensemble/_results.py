@@ -24,7 +24,7 @@ from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
 from ._state_saves import with_state_ends
-from .._adaptive import ADAPTIVE_STATS
+from .._schedule import ADAPTIVE_STATS
 from ._validate import Inputs, first_member
 
 _COUNTS = ("max_iterations", "num_failed_steps", "num_accepted_steps", "num_rejected_steps")

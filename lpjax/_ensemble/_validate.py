@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (cast_floats, checked_value, eval_shape_cached, fixed_schedule, invalid_as_nan, is_traced,
-                       run_dtype)
+from .._checks import cast_floats, checked_value, eval_shape_cached, invalid_as_nan, is_traced, run_dtype
 from .._integrator import AbstractIntegrator
 from .._system import guarded
 from .._memo import by_identity
+from .._schedule import fixed_schedule
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
            "checked_members", "checked_inputs"]
@@ -188,9 +188,10 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
 
 
 def check_schedule(n_steps, save_every, dt, who: str) -> tuple[int, int]:
-    """:func:`lpjax._checks.fixed_schedule`, ``save_every`` defaulting to ``n_steps`` (the start
-    and the end only)."""
-    return fixed_schedule(dt, n_steps, n_steps if save_every is None else save_every, who)
+    """``(n_steps, save_every)`` of :func:`lpjax._schedule.fixed_schedule`, ``save_every``
+    defaulting to ``n_steps`` (the start and the end only)."""
+    schedule = fixed_schedule(dt, n_steps, n_steps if save_every is None else save_every, who)
+    return schedule.n_steps, schedule.save_every
 
 
 class Inputs(NamedTuple):

@@ -75,6 +75,7 @@ CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (
 ADAPTIVE_CHUNK = 32  # for adaptive members, whose chunks run as long as their slowest member (measured)
 TASKS = 16  # runs of chunks per thread in the queue that the threads take them from
 _loaded: dict = {}
+compiled = [0]  # how many kernels this process compiled (not loaded from the disk cache)
 
 
 def available() -> bool:
@@ -153,6 +154,7 @@ def _load(source: str):
             obj = f.read()
     except OSError:
         obj = _compile(source)
+        compiled[0] += 1
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             _write_atomic(path, obj)
