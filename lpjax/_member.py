@@ -22,7 +22,8 @@ kernel then runs it.
 from __future__ import annotations
 
 import abc
-from typing import Callable, ClassVar, final
+import functools
+from typing import Any, Callable, ClassVar, final
 
 import equinox as eqx
 import jax
@@ -30,9 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._integrator import RESULTS, StepInfo
+from ._integrator import RESULTS, AbstractIntegrator, StepInfo
+from ._integrator._base import deferred_finiteness
+from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "Carry", "count_dtype", "in_cost_order"]
+__all__ = ["AbstractMember", "Carry", "FixedMember", "count_dtype", "in_cost_order"]
 
 
 def count_dtype():
@@ -111,6 +114,104 @@ class AbstractMember(eqx.Module):
     @abc.abstractmethod
     def summary(self, dyn_m, carry):
         """``(final state, result code, statistics)``."""
+
+
+@final
+class FixedMember(AbstractMember):
+    """One member's program, in pieces that a block runner batches over members (the member
+    axis last): ``init``, ``advance`` (``save_every`` steps), ``observe`` and ``summary``."""
+
+    static: Any = eqx.field(static=True)
+    method: AbstractIntegrator
+    dt: Any
+    n_steps: int = eqx.field(static=True)
+    save_every: int = eqx.field(static=True)
+    observe_fn: Callable
+    stats: bool = eqx.field(static=True, default=True)
+    # for a method whose non-finite entries last: "save" tests the state after each save and
+    # replays a member that is not finite (see advance); "none" leaves the test to the caller,
+    # after the run (summary_and_finite; the fused kernel's); "written" runs the steps as written
+    replay: str = eqx.field(static=True, default="save")
+
+    sorts: ClassVar[bool] = False  # (run in the callers' order)
+
+    @property
+    def replays(self) -> bool:
+        """Whether the kernels may run steps untested and replay a member that is not finite."""
+        return self.method.nonfinite_lasts
+
+    @property
+    def dtype(self):
+        return jnp.result_type(self.dt)
+
+    def system(self, dyn_m):
+        return eqx.combine(dyn_m, self.static)
+
+    def init(self, dyn_m, y0):  # a member the method cannot start from fails alone, from step 0
+        state, result = self.method.init_or_fail(self.system(dyn_m), y0, self.dt)
+        result = RESULTS.where(jnp.all(jnp.isfinite(y0)), result, RESULTS.invalid_initial_state)
+        return eqx.tree_at(lambda c: c.result, Carry.start(state, y0.dtype), result)
+
+    def step(self, dyn_m, carry):
+        with collecting_statistics(self.stats):  # (at trace time)
+            state, result, info = self.method.step(self.system(dyn_m), carry.state, self.dt)
+        return carry.update(state, result, info)
+
+    def advance(self, dyn_m, carry, step=None):
+        """``save_every`` steps (of ``step``, :meth:`step` batched over members on the last axis,
+        if given).
+
+        For a method whose non-finite entries last (:attr:`lpjax.AbstractIntegrator.nonfinite_lasts`)
+        the steps run without testing each new state (:func:`deferred_finiteness`); the state
+        after them is tested once, and a member whose state is not finite runs the same steps
+        again as written, from the same carry: its result code, failed-step count and
+        statistics are those of the steps as written, bit for bit. The replay is a loop that
+        makes no trip unless a member needs it (under ``vmap`` and in the kernels, a block's
+        members run it together, each keeping its own carry)."""
+        batched = step is not None
+        step = step or self.step
+
+        def run(c):
+            return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), c, None, length=self.save_every)[0]
+
+        if not self.method.nonfinite_lasts or self.replay == "written":
+            return run(carry)
+        with deferred_finiteness():
+            fast = run(carry)
+        if self.replay == "none":
+            return fast
+        state_axes = (lambda a: tuple(range(a.ndim - 1))) if batched else (lambda a: None)
+        finite = [jnp.all(jnp.isfinite(a), axis=state_axes(a)) for a in jax.tree.leaves(fast.state)
+                  if jnp.issubdtype(a.dtype, jnp.inexact)]
+        bad = ~functools.reduce(jnp.logical_and, finite)
+        if batched:  # the block's carry has the members on its last axis
+            def replay():
+                again = run(carry)
+                return jax.tree.map(lambda a, b: jnp.where(bad, a, b), again, fast)
+
+            return jax.lax.cond(jnp.any(bad), replay, lambda: fast)
+        _, out = jax.lax.while_loop(lambda c: c[0], lambda c: (jnp.zeros_like(c[0]), run(carry)), (bad, fast))
+        return out
+
+    def observe(self, dyn_m, carry):
+        system = self.system(dyn_m)
+        return self.observe_fn(system, self.method.observe(system, carry.state))
+
+    def summary(self, dyn_m, carry):
+        y = self.method.observe(self.system(dyn_m), carry.state)
+        stats = {"num_failed_steps": carry.num_failed}
+        if self.stats:
+            stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+                     "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps, **stats}
+        return y, carry.result._value, stats
+
+    def summary_and_finite(self, dyn_m, carry):
+        """:meth:`summary`, and whether the state is finite (int32 1 or 0): with ``replay="none"``
+        a member that met an inf or NaN on the way still has one at the end (the method's
+        non-finite entries last)."""
+        leaves = [a for a in jax.tree.leaves(carry.state) if jnp.issubdtype(a.dtype, jnp.inexact)]
+        finite = functools.reduce(jnp.logical_and, [jnp.all(jnp.isfinite(a)) for a in leaves])
+        return (*self.summary(dyn_m, carry), finite.astype(jnp.int32))
 
 
 @eqx.filter_jit

@@ -303,7 +303,7 @@ def test_both_member_programs_keep_the_member_contract():
     """The fixed-step and the adaptive member are one contract (``AbstractMember``); only the
     adaptive one declares a cost, so only its members are run in cost order."""
     from lpjax._adaptive import AdaptiveMember
-    from lpjax._ensemble._kernel import _Member
+    from lpjax._member import FixedMember as _Member
     from lpjax._member import AbstractMember, in_cost_order
 
     assert issubclass(_Member, AbstractMember) and issubclass(AdaptiveMember, AbstractMember)

@@ -26,7 +26,8 @@ from .._integrator import AbstractIntegrator
 from .._system import AbstractSystem
 from .._adaptive import adaptive_member
 from .._schedule import AdaptiveSchedule, adaptive_schedule
-from ._kernel import EnsembleFunction, EnsembleOutput, _Member, platform_of, resolve_kernel, starts_as_given
+from ._kernel import EnsembleFunction, EnsembleOutput, platform_of, resolve_kernel, starts_as_given
+from .._member import FixedMember
 from ._kernels import AbstractKernel
 from .._memo import by_identity
 from ._plan import Plan, make_plan
@@ -42,7 +43,7 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
                    rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
     if adaptive is None:
-        member = _Member(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
+        member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)

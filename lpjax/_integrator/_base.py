@@ -267,7 +267,7 @@ def deferred_finiteness() -> Iterator[None]:
     :func:`finite_result` is ``successful`` and :func:`first_failure` the solver's own result. For
     a method whose non-finite entries last (:attr:`AbstractIntegrator.nonfinite_lasts`) the
     caller tests the state once after a run of steps and, where it is not finite, runs them
-    again as written (:meth:`lpjax._ensemble._kernel._Member.advance`)."""
+    again as written (:meth:`lpjax._member.FixedMember.advance`)."""
     token = _DEFERRED.set(True)
     try:
         yield

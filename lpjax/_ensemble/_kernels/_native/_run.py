@@ -2,7 +2,7 @@
 programmer writes by hand.
 
 The member program (``init``, ``step``, ``observe``, ``summary``: the pieces of
-:class:`lpjax._ensemble._kernel._Member`) is traced to jaxprs, and the entrywise evaluator of
+:class:`lpjax._member.AbstractMember`) is traced to jaxprs, and the entrywise evaluator of
 :mod:`lpjax._ensemble._kernels._entrywise` runs over them with a context (:class:`._rules.IR`) that
 writes LLVM IR (:mod:`._source` writes the whole kernel): every array value of the member program
 becomes an object array of scalar SSA values, every primitive on them one instruction, data
