@@ -20,6 +20,7 @@ from ._ensemble import (
     spread_states as spread_states,
 )
 from ._controller import PIDController as PIDController
+from ._events import Event as Event, EventRecord as EventRecord
 from ._integrate import Solution as Solution, integrate as integrate
 from ._version import __version__ as __version__
 from ._integrator import (

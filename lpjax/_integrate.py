@@ -18,11 +18,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._adaptive import adaptive_member
+from ._events import EventMember, EventRecord, as_events, event_record, run_events
 from ._adjoint import loop
 from ._integrate_adaptive import solve
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
-from ._member import Carry, count_dtype
+from ._member import Carry, FixedMember, count_dtype
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
 
@@ -45,6 +46,8 @@ class Solution(eqx.Module):
             counters are int64 when JAX's x64 is on, int32 otherwise.
         state: the method's state after the last step (a predictor, a lifted point, an
             attitude): pass the Solution as ``y0`` to :func:`integrate` to continue the run.
+        events: with ``events``, the crossings met (:class:`lpjax.EventRecord`); otherwise
+            ``None``.
     """
 
     ts: Float[Array, " T"]
@@ -53,6 +56,7 @@ class Solution(eqx.Module):
     stats: dict[str, Any]
     gs: Optional[PyTree] = None
     state: Optional[PyTree] = None
+    events: Optional[EventRecord] = None
 
 
 _MAX_STEPS_INT32 = 2**31 - 1
@@ -174,6 +178,7 @@ def integrate(
     max_steps: Optional[int] = None,
     error_estimate: Optional[str] = None,
     local_extrapolation: Optional[bool] = None,
+    events=None,
 ) -> Solution:
     """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt`` (saving
     every ``save_every``, default 1), or, with a ``controller``, with adaptive steps to ``t1``.
@@ -251,7 +256,17 @@ def integrate(
     respect to ``y0`` and the system's arrays) are the discrete adjoint over the accepted
     steps, their sizes held fixed (:mod:`lpjax._integrate_adaptive`); ``max_steps + 1`` of the
     method's states are kept for them.
+
+    Events. ``events=lpjax.Event(cond, direction, terminal, max_crossings)`` (or a list of them)
+    locates each crossing of ``cond(t, y) = 0`` by the method's own partial step (its state is a
+    state of the method), and records it in ``Solution.events``; a terminal event stops the run
+    there (``RESULTS.event_occurred``, which ``throw`` does not raise; the later saves hold the
+    event's state, ``stats["t_final"]`` its time). See :class:`lpjax.Event`. Fixed steps only, from
+    t = 0, without gradients (the crossing's search is a ``while`` loop).
     """
+    if events is not None:
+        return _integrate_events(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
+                                 events)
     if controller is not None or any(v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
         return _integrate_adaptive(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
                                    t1, ts, max_steps, error_estimate, local_extrapolation)
@@ -347,4 +362,34 @@ def _integrate_adaptive(system, method, y0, dt0, n_steps, save_every, throw, t0,
         raise RuntimeError(f"integrate: {RESULTS[result]} (after {int(stats['num_accepted_steps'])} accepted and "
                            f"{int(stats['num_rejected_steps'])} rejected steps; throw=False returns the solution with "
                            "its result code)")
+    return sol
+
+
+def _integrate_events(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
+                      events) -> Solution:
+    """:func:`integrate` with events (see there): the fixed-step member program with the events."""
+    events = as_events(events, "integrate")
+    if controller is not None or isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
+        raise ValueError("integrate: a run with events takes fixed steps (dt, n_steps) from t = 0 and a state: no "
+                         "controller, no Solution to continue, no t0 and no adjoint")
+    save_every = 1 if save_every is None else save_every
+    if not isinstance(y0, jax.Array):
+        y0 = as_numbers(y0, "integrate: y0")
+    rdtype = run_dtype(dtype, y0, "integrate")
+    y0 = jnp.asarray(y0, rdtype)
+    system, method = cast_floats((system, method), rdtype)
+    _check_inputs(system, method, y0, dt, n_steps, save_every, 0.0)
+    y0 = guarded(method.family, system, y0)
+    dyn, static = eqx.partition(system, eqx.is_array)
+    inner = FixedMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), _the_state, True)
+    member = EventMember(inner, events)
+    traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
+    ys, carry, (_, _, stats) = run_events(member, dyn, y0, bool(throw) and traced)
+    result = carry.inner.result
+    n_save = int(n_steps) // int(save_every)
+    sol = Solution(ts=jnp.asarray(dt, rdtype) * save_every * jnp.arange(n_save + 1, dtype=rdtype), ys=ys, result=result,
+                   stats={k: v for k, v in stats.items() if not k.startswith("event_")}, state=carry.inner.state,
+                   events=event_record(stats))
+    if throw and not traced and result != RESULTS.successful and result != RESULTS.event_occurred:
+        raise RuntimeError(f"integrate: {RESULTS[result]} (throw=False returns the solution with its result code)")
     return sol

@@ -27,6 +27,7 @@ from .._system import AbstractSystem
 from .._adaptive import adaptive_member
 from .._schedule import AdaptiveSchedule, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, platform_of, resolve_kernel, starts_as_given
+from .._events import EventMember, as_events
 from .._member import FixedMember
 from ._kernels import AbstractKernel
 from .._memo import by_identity
@@ -40,10 +41,12 @@ __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution"
 
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: AbstractKernel, platform: str,
-                   rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None) -> EnsembleFunction:
+                   rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None,
+                   events: tuple = ()) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
     if adaptive is None:
         member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
+        member = EventMember(member, events) if events else member
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
@@ -68,6 +71,7 @@ def ensemble_function(
     max_steps: Optional[int] = None,
     error_estimate: Optional[str] = None,
     local_extrapolation: Optional[bool] = None,
+    events=None,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -88,6 +92,8 @@ def ensemble_function(
             block size. ``platform="cuda"`` on a machine without a GPU gives the GPU kernel,
             for lowering and inspection with ``jax.export`` (``platforms=("cuda",)``); on CPU
             ``kernel="fused"`` runs in Pallas' interpret mode (slow: for tests).
+        events: as for :func:`ensemble` (the record in the statistics: ``t_final``,
+            ``event_count``, ``event_ts``, ``event_ys``, ``event_which``).
         controller, t1, ts, max_steps, error_estimate, local_extrapolation: an adaptive run, as
             for :func:`ensemble`
             (``dt`` is then the first step, or None).
@@ -101,6 +107,7 @@ def ensemble_function(
     """
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats,
                                  "ensemble_function", error_estimate, local_extrapolation)
+    events = _events(events, adaptive, "ensemble_function")
     if adaptive is None:
         n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
     else:
@@ -112,7 +119,7 @@ def ensemble_function(
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
     kernel = resolve_kernel(kernel, plat, differentiable=True)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
-                        bool(batched_system), stats, adaptive)
+                        bool(batched_system), stats, adaptive, events)
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
     def chunk(y0s, systems=None) -> EnsembleOutput:
@@ -125,7 +132,7 @@ def ensemble_function(
 
 @by_identity
 def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool,
-                adaptive: Optional[AdaptiveSchedule]):
+                adaptive: Optional[AdaptiveSchedule], events: tuple):
     """``(fn, ends, keep)``: the chunk function that runs (the plan's kernel, or the scan where
     it cannot run the member program); whether the state observable's first and last saves are
     ``y0s`` and ``final_state`` (so not stored twice: the last always, the first where the
@@ -133,7 +140,7 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
     of the state the kernel returns (None: all, or no observable at all when none is left)."""
     def make(observe):
         return _make_function(system, method, dt, plan.n_steps, plan.save_every, observe, plan.kernel, plan.platform,
-                              plan.dtype, plan.batched, stats, adaptive)
+                              plan.dtype, plan.batched, stats, adaptive, events)
 
     fn, ends = make(observe_f), (False, False)
     if observe_name == "state":
@@ -147,6 +154,15 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(system, eqx.is_array)) if plan.batched else None)
     return fn, ends, keep
+
+
+def _events(events, adaptive, who: str) -> tuple:
+    """The run's events, checked: fixed steps only, for now."""
+    events = as_events(events, who)
+    if events and adaptive is not None:
+        raise ValueError(f"{who}: events run with fixed steps (dt, n_steps); with a controller they are not yet "
+                         "supported")
+    return events
 
 
 def _refuse_transforms(*args) -> None:
@@ -175,6 +191,7 @@ def ensemble(
     max_steps: Optional[int] = None,
     error_estimate: Optional[str] = None,
     local_extrapolation: Optional[bool] = None,
+    events=None,
     save_every: Optional[int] = None,
     observe: Union[None, str, Callable] = None,
     chunk_size: Optional[int] = None,
@@ -222,6 +239,11 @@ def ensemble(
             (their selected first step), so that a block's members end together.
         save_every: steps between saves (default ``n_steps``: the start and the end only);
             must divide ``n_steps``.
+        events: an :class:`lpjax.Event` or a list of them (fixed steps): each member's crossings
+            located by the method's own partial step and recorded (:attr:`EnsembleSolution.events`,
+            also in a store); a terminal event stops its member there
+            (``RESULTS.event_occurred``, not a failure), the later saves holding the event's state
+            and ``stats["t_final"]`` its time.
         observe: what is kept at each save: ``None``/``"state"`` (the state), ``"casimirs"``,
             ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
             (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
@@ -294,6 +316,7 @@ def ensemble(
     check_store_path(out)
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate, local_extrapolation)
+    events = _events(events, adaptive, "ensemble")
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
         n_steps, save_every = len(adaptive.ts), 1
     inp = validated(system, method, y0s, adaptive.ts[0] if adaptive and dt is None else dt, n_steps, save_every,
@@ -303,8 +326,10 @@ def ensemble(
     plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
                      jax.process_count(), jax.process_index(), store=out is not None)
     observe_name, observe_f = observe_fn(observe)
-    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive)
+    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive,
+                                 events)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
-    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends, adaptive)
+    results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends, adaptive,
+                      events)
     run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)

@@ -24,6 +24,7 @@ from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
 from ._state_saves import with_state_ends
+from .._events import EVENT_STATS, describe_event
 from .._schedule import ADAPTIVE_STATS
 from ._validate import Inputs, first_member
 
@@ -41,7 +42,7 @@ class Results:
     work; :attr:`chunks` are this process's chunks to run."""
 
     def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata,
-                 stats: bool, state_ends=(False, False), adaptive=None):
+                 stats: bool, state_ends=(False, False), adaptive=None, events: tuple = ()):
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
         shapes = {f"observables/{k}": ((N, n_save + 1 - (k == "state") * sum(state_ends), *v.shape), v.dtype)
@@ -51,6 +52,12 @@ class Results:
         if adaptive is not None:
             self.stat_names = ADAPTIVE_STATS
         shapes.update({f"stats/{k}": ((N,), np.int32 if k in _COUNTS else plan.dtype) for k in self.stat_names})
+        if events:  # the time reached and the record of the crossings
+            K, d = sum(e.max_crossings for e in events), plan.state_size
+            self.stat_names = (*self.stat_names, *EVENT_STATS)
+            shapes.update({"stats/t_final": ((N,), plan.dtype), "stats/event_count": ((N,), np.int32),
+                           "stats/event_ts": ((N, K), plan.dtype), "stats/event_ys": ((N, K, d), plan.dtype),
+                           "stats/event_which": ((N, K), np.int32)})
         self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
         if adaptive is None:
             self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
@@ -60,6 +67,8 @@ class Results:
                                      plan.batched, plan.dtype, plan.kernel.name, plan.chunk, metadata, stats, state_ends)
         if adaptive is not None:
             self.settings.update(adaptive.settings(dt))
+        if events:
+            self.settings.update(events=[describe_event(e) for e in events], stat_names=list(self.stat_names))
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
         # the inputs over the members are written with each chunk; the others once, with ts
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}

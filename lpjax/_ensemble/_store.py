@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from .._algebra import LieAlgebra
+from .._events import EventRecord, event_record
 from .._integrator import RESULTS
 from .._version import __version__
 from .._memo import by_identity
@@ -51,6 +52,7 @@ class Statistics(dict):
                            "statistics (only num_failed_steps is kept by default)")
         raise KeyError(name)
 RESULT_NAMES = tuple(RESULTS._name_to_item)
+_EVENT = RESULT_NAMES.index("event_occurred")
 FORMAT = "lpjax.ensemble/3"  # /3: the state observable's ends are y0s and final_state; /2 and /1 can still be read
 _READABLE = (FORMAT, "lpjax.ensemble/2", "lpjax.ensemble/1")  # /2: the inputs (y0s, the system's arrays) stored
 
@@ -70,7 +72,8 @@ class EnsembleSolution(eqx.Module):
         final_state: ``(N, d)``, each member's state after ``n_steps``.
         result: ``(N,)`` :class:`lpjax.RESULTS` indices; 0 is success, see :attr:`result_names`.
         stats: ``{name: (N,)}``: ``max_residual``, ``max_iterations``, ``mean_iterations``,
-            ``num_failed_steps``, per member, as in :class:`lpjax.Solution`.
+            ``num_failed_steps``, per member, as in :class:`lpjax.Solution` (with ``events``:
+            also ``t_final`` and the record, :attr:`events`).
         store: the zarr store's path, or ``None``. With a store the arrays are zarr arrays,
             read from disk on indexing (``sol.observables["energy"][:100]``); without, NumPy arrays.
         y0s: the initial states ``(N, d)``.
@@ -112,8 +115,18 @@ class EnsembleSolution(eqx.Module):
 
     @property
     def failed(self) -> np.ndarray:
-        """Indices of the members whose integration failed (``result != 0``)."""
-        return np.flatnonzero(np.asarray(self.result[:]) != 0)
+        """Indices of the members whose integration failed (a result other than ``successful``
+        and ``event_occurred``, a terminal event)."""
+        result = np.asarray(self.result[:])
+        return np.flatnonzero((result != 0) & (result != _EVENT))
+
+    @property
+    def events(self) -> Optional[EventRecord]:
+        """The crossings of a run with ``events`` (:class:`lpjax.EventRecord`, members first),
+        else None."""
+        if "event_ts" not in self.stats:
+            return None
+        return event_record(self.stats)
 
     def _name(self, name: Optional[str]) -> str:
         if name is None:

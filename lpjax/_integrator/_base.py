@@ -42,6 +42,7 @@ class RESULTS(eqx.Enumeration):
         "max_steps, or loosen the controller's tolerances."
     )
     dt_min_reached = "The controller asked for a step below dtmin (with force_dtmin=False)."
+    event_occurred = "A terminal event occurred: the run stopped at it (not a failure: see the events' record)."
 
 
 class StepInfo(eqx.Module):

@@ -1,0 +1,295 @@
+"""Events and Poincaré sections, located by the method's own partial step.
+
+An :class:`Event` is a scalar function ``cond(t, y)`` of the time and the (observed) state whose
+zero is the event. After each step from ``(t, y)`` of size ``h``, an event whose ``cond`` changed
+sign in its ``direction`` is located: ``τ`` in ``(0, h]`` with ``cond(t + τ, Φ_τ(y)) = 0``, where
+``Φ_τ`` is one step of the method itself, of size ``τ`` (a bracketed root finder, Illinois'
+regula falsi, to a bracket of a few ulp of ``τ``). The event's state is then a state of the
+method: every invariant the method keeps holds there, as along the trajectory.
+
+* **Terminal** (``terminal=True``, default): the member stops there, with the result code
+  ``RESULTS.event_occurred``; its final state and time are the event's.
+* **A section** (``terminal=False``, ``max_crossings=K``): up to ``K`` crossings are recorded,
+  each a time and a state, and the run goes on from the step's end, not from the crossing: the
+  trajectory is that of the run without the section, bit for bit.
+
+:class:`EventMember` adds events to a member program (:class:`lpjax._member.FixedMember`): its
+carry holds the events' values at the state, the counts and the record, so that every kernel
+(scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
+no member of a block crossed; the record is written by a loop of at most one trip, so a step
+without a crossing costs the events' ``cond`` and their sign tests only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, NamedTuple, Sequence, Union, final
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from ._integrator import RESULTS
+from ._member import AbstractMember, FixedMember
+
+__all__ = ["Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record", "EVENT_ITERATIONS", "EVENT_STATS"]
+
+EVENT_ITERATIONS = 100  # root finder's iterations at most (Illinois converges superlinearly: ~10 in practice)
+# an event member's statistics beside the fixed-step member's: the time reached, and the record
+EVENT_STATS = ("t_final", "event_count", "event_ts", "event_ys", "event_which")
+
+
+@final
+class Event(eqx.Module):
+    """An event: the zeros of ``cond(t, y)`` (a scalar function of the time and the state).
+
+    Args:
+        cond: ``cond(t, y) -> scalar``; ``y`` is the observed state (as :func:`lpjax.integrate`
+            saves it).
+        direction: ``+1``: crossings from negative to non-negative values only (upwards);
+            ``-1``: from positive to non-positive (downwards); ``0``: both.
+        terminal: stop the member at the first crossing (``RESULTS.event_occurred``); else
+            record crossings and go on (a Poincaré section).
+        max_crossings: crossings recorded at most (a terminal event records one).
+    """
+
+    cond: Callable
+    direction: int = eqx.field(static=True, default=0)
+    terminal: bool = eqx.field(static=True, default=True)
+    max_crossings: int = eqx.field(static=True, default=1)
+
+    def __check_init__(self):
+        if not callable(self.cond):
+            raise TypeError(f"Event: cond must be a function cond(t, y) -> scalar, got {type(self.cond).__name__}")
+        if self.direction not in (-1, 0, 1) or isinstance(self.direction, bool):
+            raise ValueError(f"Event: direction must be +1 (upwards), -1 (downwards) or 0 (both), got {self.direction!r}")
+        if not isinstance(self.terminal, (bool, np.bool_)):
+            raise TypeError(f"Event: terminal must be True or False, got {self.terminal!r}")
+        if isinstance(self.max_crossings, bool) or not isinstance(self.max_crossings, int) or self.max_crossings < 1:
+            raise ValueError(f"Event: max_crossings must be a positive int, got {self.max_crossings!r}")
+        if self.terminal and self.max_crossings != 1:
+            raise ValueError("Event: a terminal event stops at its first crossing: max_crossings must be 1")
+
+
+class EventRecord(NamedTuple):
+    """The crossings of a run's events (leading axes: the members of an ensemble): ``ts``
+    ``(..., K)`` and ``ys`` ``(..., K, d)`` the crossings' times and states in the order met
+    (unused entries: NaN), ``count`` ``(...)`` how many, ``which`` ``(..., K)`` the index of the
+    event in the list (−1 where unused). ``K`` is the sum of the events' ``max_crossings``."""
+
+    ts: Array
+    ys: Array
+    count: Array
+    which: Array
+
+
+def as_events(events: Union[None, Event, Sequence[Event]], who: str) -> tuple:
+    """``events`` as a tuple of :class:`Event` (empty for None), checked."""
+    if events is None:
+        return ()
+    events = (events,) if isinstance(events, Event) else tuple(events)
+    for e in events:
+        if not isinstance(e, Event):
+            raise TypeError(f"{who}: events must be an lpjax.Event or a list of them, got {type(e).__name__}")
+    if not events:
+        raise ValueError(f"{who}: events is an empty list: pass None for a run without events")
+    return events
+
+
+@final
+class _EventCarry(eqx.Module):
+    inner: Any  # the fixed-step member's carry
+    k: Int[Array, ""]  # steps taken
+    t: Float[Array, ""]  # the time reached (the event's, after a terminal one)
+    g: Float[Array, " E"]  # the events' values at the state
+    counts: Int[Array, " E"]  # crossings recorded per event
+    count: Int[Array, ""]
+    ts: Float[Array, " K"]
+    ys: Float[Array, "K d"]
+    which: Int[Array, " K"]
+
+
+def _crossed(g0, g1, direction: int):
+    up, down = (g0 < 0) & (g1 >= 0), (g0 > 0) & (g1 <= 0)
+    return up if direction > 0 else down if direction < 0 else up | down
+
+
+@final
+class EventMember(AbstractMember):
+    """A fixed-step member program (``inner``) with ``events`` located and recorded (see the
+    module)."""
+
+    inner: FixedMember
+    events: tuple
+
+    replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
+
+    @property
+    def method(self):
+        return self.inner.method
+
+    @property
+    def replays(self) -> bool:
+        return False  # every step tested: an event is located from a tested state
+
+    @property
+    def sorts(self) -> bool:
+        return False
+
+    @property
+    def n_steps(self) -> int:
+        return self.inner.n_steps
+
+    @property
+    def save_every(self) -> int:
+        return self.inner.save_every
+
+    @property
+    def dtype(self):
+        return self.inner.dtype
+
+    @property
+    def capacity(self) -> int:
+        return sum(e.max_crossings for e in self.events)
+
+    def system(self, dyn_m):
+        return self.inner.system(dyn_m)
+
+    def _conds(self, t, y) -> Array:
+        return jnp.stack([jnp.asarray(e.cond(t, y), self.dtype).reshape(()) for e in self.events])
+
+    def _observed(self, dyn_m, state):
+        return self.inner.method.observe(self.system(dyn_m), state)
+
+    def init(self, dyn_m, y0):
+        c = self.inner.init(dyn_m, y0)
+        dt, K, y = self.dtype, self.capacity, self._observed(dyn_m, c.state)
+        count = jnp.zeros((), jnp.int32)
+        return _EventCarry(c, jnp.zeros((), c.num_failed.dtype), jnp.zeros((), dt), self._conds(jnp.zeros((), dt), y),
+                           jnp.zeros((len(self.events),), jnp.int32), count, jnp.full((K,), jnp.nan, dt),
+                           jnp.full((K, *y.shape), jnp.nan, dt), jnp.full((K,), -1, jnp.int32))
+
+    def _locate(self, dyn_m, e: int, state0, t0, g0, g1, state1, active):
+        """``(τ, the method's state after a step of τ)`` with ``cond_e(t0 + τ, Φ_τ) = 0``, bracketed
+        in ``[0, h]`` (``g0``, ``g1`` the values at its ends, ``state1`` the state at ``h``): Illinois'
+        regula falsi while ``active`` and the bracket is wider than a few ulp of ``τ``."""
+        system, method, cond = self.system(dyn_m), self.inner.method, self.events[e].cond
+        h = self.inner.dt
+        tiny = 4 * jnp.finfo(self.dtype).eps
+
+        def going(s):
+            a, _, b, _, _, it, _ = s
+            return active & (it < EVENT_ITERATIONS) & (b - a > tiny * b)
+
+        def body(s):
+            a, fa, b, fb, side, it, sb = s
+            m = b - fb * (b - a) / (fb - fa)
+            m = jnp.where((m > a) & (m < b), m, 0.5 * (a + b))  # (a bisection where the secant leaves the bracket)
+            sm = method.step(system, state0, m)[0]
+            fm = jnp.asarray(cond(t0 + m, method.observe(system, sm)), self.dtype).reshape(())
+            right = jnp.sign(fm) == jnp.sign(fb)  # the root is in [a, m]: m replaces b
+            new_a, new_fa = jnp.where(right, a, m), jnp.where(right, jnp.where(side > 0, 0.5 * fa, fa), fm)
+            new_b, new_fb = jnp.where(right, m, b), jnp.where(right, fm, jnp.where(side < 0, 0.5 * fb, fb))
+            sb = jax.tree.map(lambda x, y: jnp.where(right, x, y), sm, sb)
+            exact = fm == 0  # on the zero: the bracket closes there
+            new_a = jnp.where(exact, m, new_a)
+            new_b, sb = jnp.where(exact, m, new_b), jax.tree.map(lambda x, y: jnp.where(exact, x, y), sm, sb)
+            return new_a, new_fa, new_b, new_fb, jnp.where(right, 1, -1).astype(side.dtype), it + 1, sb
+
+        zero = jnp.zeros((), self.dtype)
+        s = (zero, g0, h + zero, g1, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state1)
+        _, _, tau, _, _, _, state = jax.lax.while_loop(going, body, s)
+        return tau, state
+
+    def step(self, dyn_m, carry: _EventCarry) -> _EventCarry:
+        stopped = carry.inner.result == RESULTS.event_occurred
+        inner = self.inner.step(dyn_m, carry.inner)
+        k = carry.k + 1
+        t0, t1 = carry.t, k.astype(self.dtype) * self.inner.dt
+        g1 = self._conds(t1, self._observed(dyn_m, inner.state))
+        found = []
+        for e, ev in enumerate(self.events):
+            crossed = ~stopped & _crossed(carry.g[e], g1[e], ev.direction) & (carry.counts[e] < ev.max_crossings)
+            crossed = crossed & (inner.result == RESULTS.successful)
+            tau, state = self._locate(dyn_m, e, carry.inner.state, t0, carry.g[e], g1[e], inner.state, crossed)
+            found.append((crossed, tau, state))
+        inf = jnp.full((), jnp.inf, self.dtype)
+        stop_tau = inf  # the first terminal crossing in this step, if any
+        for (crossed, tau, _), ev in zip(found, self.events):
+            if ev.terminal:
+                stop_tau = jnp.where(crossed, jnp.minimum(stop_tau, tau), stop_tau)
+        record = (carry.counts, carry.count, carry.ts, carry.ys, carry.which)
+        for e, (crossed, tau, state) in enumerate(found):
+            keep = crossed & (tau <= stop_tau)
+            record = self._record(dyn_m, record, e, keep, t0 + tau, state)
+        counts, count, ts, ys, which = record
+        stop = jnp.isfinite(stop_tau)
+        state = inner.state
+        for (crossed, tau, s_e), ev in zip(found, self.events):
+            if ev.terminal:
+                state = jax.tree.map(lambda x, y: jnp.where(crossed & (tau == stop_tau), x, y), s_e, state)
+        result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
+        inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
+        t = jnp.where(stop, t0 + stop_tau, t1)
+        g = self._conds(t, self._observed(dyn_m, state))
+        new = _EventCarry(inner, k, t, g, counts, count, ts, ys, which)
+        return jax.tree.map(lambda old, x: jnp.where(stopped, old, x), carry, new)
+
+    def _record(self, dyn_m, record, e: int, keep, t, state):
+        """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``:
+        a loop of one trip there and none elsewhere (a step without a crossing writes nothing)."""
+        y = self._observed(dyn_m, state)
+
+        def body(s):
+            (counts, count, ts, ys, which), _ = s
+            at = jnp.arange(ts.shape[0]) == count
+            counts = jnp.where(jnp.arange(counts.shape[0]) == e, counts + 1, counts)
+            return ((counts, count + 1, jnp.where(at, t, ts), jnp.where(at[:, None], y[None], ys),
+                     jnp.where(at, e, which)), jnp.zeros((), bool))
+
+        return jax.lax.while_loop(lambda s: s[1], body, (record, keep))[0]
+
+    def advance(self, dyn_m, carry, step=None):
+        step = step or self.step
+        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+
+    def observe(self, dyn_m, carry):
+        return self.inner.observe(dyn_m, carry.inner)
+
+    def summary(self, dyn_m, carry):
+        y, result, stats = self.inner.summary(dyn_m, carry.inner)
+        return y, result, {**stats, "t_final": carry.t, "event_count": carry.count, "event_ts": carry.ts,
+                           "event_ys": carry.ys, "event_which": carry.which}
+
+
+def describe_event(e: Event) -> dict:
+    """An event as a run's settings record it (JSON): its function by name, and its options."""
+    name = f"{getattr(e.cond, '__module__', '?')}.{getattr(e.cond, '__qualname__', type(e.cond).__name__)}"
+    return {"cond": name, "direction": e.direction, "terminal": bool(e.terminal), "max_crossings": e.max_crossings}
+
+
+def event_record(stats: dict) -> EventRecord:
+    """The :class:`EventRecord` in an event member's statistics (:meth:`EventMember.summary`)."""
+    return EventRecord(stats["event_ts"], stats["event_ys"], stats["event_count"], stats["event_which"])
+
+
+@eqx.filter_jit
+def run_events(member: EventMember, dyn, y0, throw: bool):
+    """One run of ``member`` from ``y0`` (``dyn``: the system's arrays), as :func:`lpjax.integrate`
+    returns it: ``(ys at the saves, the carry at the end, its summary)``; ``throw``: a failed
+    run (other than a terminal event) raises with its result's message."""
+    carry = member.init(dyn, y0)
+    first = member.observe(dyn, carry)
+
+    def one_save(c, _):
+        c = member.advance(dyn, c)
+        return c, member.observe(dyn, c)
+
+    carry, saved = jax.lax.scan(one_save, carry, None, length=member.n_steps // member.save_every)
+    ys = jnp.concatenate([first[None], saved])
+    result = carry.inner.result
+    if throw:
+        bad = (result != RESULTS.successful) & (result != RESULTS.event_occurred)
+        ys = result.error_if(ys, bad)
+    return ys, carry, member.summary(dyn, carry)
