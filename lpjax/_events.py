@@ -16,8 +16,9 @@ method: every invariant the method keeps holds there, as along the trajectory.
 :class:`EventMember` adds events to a member program (:class:`lpjax._member.FixedMember`): its
 carry holds the events' values at the state, the counts and the record, so that every kernel
 (scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
-no member of a block crossed; the record is written by a loop of at most one trip, so a step
-without a crossing costs the events' ``cond`` and their sign tests only.
+no member of a block crossed. The record is written by selects over its K·(d + 2) entries each
+step (an index that differs between members is no kernel's indexed write): a cost that grows
+with ``max_crossings``.
 """
 
 from __future__ import annotations
@@ -232,23 +233,21 @@ class EventMember(AbstractMember):
         result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
         inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
         t = jnp.where(stop, t0 + stop_tau, t1)
-        g = self._conds(t, self._observed(dyn_m, state))
-        new = _EventCarry(inner, k, t, g, counts, count, ts, ys, which)
-        return jax.tree.map(lambda old, x: jnp.where(stopped, old, x), carry, new)
+        g = jnp.where(stop, self._conds(t, self._observed(dyn_m, state)), g1)
+        kept = jax.tree.map(lambda old, x: jnp.where(stopped, old, x), (carry.inner, carry.k, carry.t, carry.g),
+                            (inner, k, t, g))  # (the record is written only where a crossing is kept)
+        return _EventCarry(*kept, counts, count, ts, ys, which)
 
     def _record(self, dyn_m, record, e: int, keep, t, state):
-        """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``:
-        a loop of one trip there and none elsewhere (a step without a crossing writes nothing)."""
+        """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``
+        (selects over the record: an index that differs between members is no kernel's indexed
+        write; about K·(d + 2) selects a step)."""
+        counts, count, ts, ys, which = record
+        at = (jnp.arange(ts.shape[0]) == count) & keep
         y = self._observed(dyn_m, state)
-
-        def body(s):
-            (counts, count, ts, ys, which), _ = s
-            at = jnp.arange(ts.shape[0]) == count
-            counts = jnp.where(jnp.arange(counts.shape[0]) == e, counts + 1, counts)
-            return ((counts, count + 1, jnp.where(at, t, ts), jnp.where(at[:, None], y[None], ys),
-                     jnp.where(at, e, which)), jnp.zeros((), bool))
-
-        return jax.lax.while_loop(lambda s: s[1], body, (record, keep))[0]
+        counts = jnp.where((jnp.arange(counts.shape[0]) == e) & keep, counts + 1, counts)
+        return (counts, count + keep.astype(count.dtype), jnp.where(at, t, ts), jnp.where(at[:, None], y[None], ys),
+                jnp.where(at, e, which))
 
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
