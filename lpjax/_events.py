@@ -99,12 +99,12 @@ def as_events(events: Union[None, Event, Sequence[Event]], who: str) -> tuple:
 
 
 @final
-class _EventCarry(eqx.Module):
-    inner: Any  # the fixed-step member's carry
-    k: Int[Array, ""]  # steps taken
-    t: Float[Array, ""]  # the time reached (the event's, after a terminal one)
-    g: Float[Array, " E"]  # the events' values at the state
-    counts: Int[Array, " E"]  # crossings recorded per event
+class _Record(eqx.Module):
+    """The events' part of a member's carry: their values at the state, the crossings recorded
+    per event and in all, and the record."""
+
+    g: Float[Array, " E"]
+    counts: Int[Array, " E"]
     count: Int[Array, ""]
     ts: Float[Array, " K"]
     ys: Float[Array, "K d"]
@@ -114,6 +114,92 @@ class _EventCarry(eqx.Module):
 def _crossed(g0, g1, direction: int):
     up, down = (g0 < 0) & (g1 >= 0), (g0 > 0) & (g1 <= 0)
     return up if direction > 0 else down if direction < 0 else up | down
+
+
+def _conds(events: tuple, t, y, dtype) -> Array:
+    return jnp.stack([jnp.asarray(e.cond(t, y), dtype).reshape(()) for e in events])
+
+
+def _start(events: tuple, method, system, state, t, dtype) -> _Record:
+    """The record of a member starting at ``state`` at ``t``."""
+    y, K = method.observe(system, state), sum(e.max_crossings for e in events)
+    return _Record(_conds(events, t, y, dtype), jnp.zeros((len(events),), jnp.int32), jnp.zeros((), jnp.int32),
+                   jnp.full((K,), jnp.nan, dtype), jnp.full((K, *y.shape), jnp.nan, dtype), jnp.full((K,), -1, jnp.int32))
+
+
+def _locate(cond: Callable, method, system, state0, t0, h, g0, g1, state1, active, dtype):
+    """``(τ, the method's state after a step of τ)`` with ``cond(t0 + τ, Φ_τ) = 0``, bracketed in
+    ``[0, h]`` (``g0``, ``g1`` the values at its ends, ``state1`` the state at ``h``): Illinois'
+    regula falsi while ``active`` and the bracket is wider than a few ulp of ``τ``."""
+    tiny = 4 * jnp.finfo(dtype).eps
+
+    def going(s):
+        a, _, b, _, _, it, _ = s
+        return active & (it < EVENT_ITERATIONS) & (b - a > tiny * b)
+
+    def body(s):
+        a, fa, b, fb, side, it, sb = s
+        m = b - fb * (b - a) / (fb - fa)
+        m = jnp.where((m > a) & (m < b), m, 0.5 * (a + b))  # (a bisection where the secant leaves the bracket)
+        sm = method.step(system, state0, m)[0]
+        fm = jnp.asarray(cond(t0 + m, method.observe(system, sm)), dtype).reshape(())
+        right = jnp.sign(fm) == jnp.sign(fb)  # the root is in [a, m]: m replaces b
+        new_a, new_fa = jnp.where(right, a, m), jnp.where(right, jnp.where(side > 0, 0.5 * fa, fa), fm)
+        new_b, new_fb = jnp.where(right, m, b), jnp.where(right, fm, jnp.where(side < 0, 0.5 * fb, fb))
+        sb = jax.tree.map(lambda x, y: jnp.where(right, x, y), sm, sb)
+        exact = fm == 0  # on the zero: the bracket closes there
+        new_a = jnp.where(exact, m, new_a)
+        new_b, sb = jnp.where(exact, m, new_b), jax.tree.map(lambda x, y: jnp.where(exact, x, y), sm, sb)
+        return new_a, new_fa, new_b, new_fb, jnp.where(right, 1, -1).astype(side.dtype), it + 1, sb
+
+    zero = jnp.zeros((), dtype)
+    s = (zero, g0, h + zero, g1, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state1)
+    _, _, tau, _, _, _, state = jax.lax.while_loop(going, body, s)
+    return tau, state
+
+
+def _write(method, system, rec: _Record, e: int, keep, t, state) -> _Record:
+    """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``
+    (selects over the record: an index that differs between members is no kernel's indexed
+    write; about K·(d + 2) selects a step)."""
+    at = (jnp.arange(rec.ts.shape[0]) == rec.count) & keep
+    y = method.observe(system, state)
+    counts = jnp.where((jnp.arange(rec.counts.shape[0]) == e) & keep, rec.counts + 1, rec.counts)
+    return _Record(rec.g, counts, rec.count + keep.astype(rec.count.dtype), jnp.where(at, t, rec.ts),
+                   jnp.where(at[:, None], y[None], rec.ys), jnp.where(at, e, rec.which))
+
+
+def after_step(events: tuple, method, system, rec: _Record, state0, t0, state1, t1, live, dtype):
+    """The events over one step from ``(t0, state0)`` to ``(t1, state1)`` (``live``: a step that
+    counts): ``(record, stop, t, state)``, where ``stop`` says a terminal event ended the member
+    at ``t`` in ``state`` (else ``t1``, ``state1``)."""
+    g1 = _conds(events, t1, method.observe(system, state1), dtype)
+    found = []
+    for e, ev in enumerate(events):
+        crossed = live & _crossed(rec.g[e], g1[e], ev.direction) & (rec.counts[e] < ev.max_crossings)
+        found.append((crossed, *_locate(ev.cond, method, system, state0, t0, t1 - t0, rec.g[e], g1[e], state1, crossed,
+                                        dtype)))
+    stop_tau = jnp.full((), jnp.inf, dtype)  # the first terminal crossing in this step, if any
+    for (crossed, tau, _), ev in zip(found, events):
+        if ev.terminal:
+            stop_tau = jnp.where(crossed, jnp.minimum(stop_tau, tau), stop_tau)
+    for e, (crossed, tau, state) in enumerate(found):
+        rec = _write(method, system, rec, e, crossed & (tau <= stop_tau), t0 + tau, state)
+    stop, state = jnp.isfinite(stop_tau), state1
+    for (crossed, tau, s_e), ev in zip(found, events):
+        if ev.terminal:
+            state = jax.tree.map(lambda x, y: jnp.where(crossed & (tau == stop_tau), x, y), s_e, state)
+    t = jnp.where(stop, t0 + stop_tau, t1)
+    g = jnp.where(stop, _conds(events, t, method.observe(system, state), dtype), g1)
+    return eqx.tree_at(lambda r: r.g, rec, g), stop, t, state
+
+
+@final
+class _EventCarry(eqx.Module):
+    inner: Any  # the fixed-step member's carry
+    k: Int[Array, ""]  # steps taken
+    t: Float[Array, ""]  # the time reached (the event's, after a terminal one)
+    rec: _Record
 
 
 @final
@@ -150,104 +236,28 @@ class EventMember(AbstractMember):
     def dtype(self):
         return self.inner.dtype
 
-    @property
-    def capacity(self) -> int:
-        return sum(e.max_crossings for e in self.events)
-
     def system(self, dyn_m):
         return self.inner.system(dyn_m)
 
-    def _conds(self, t, y) -> Array:
-        return jnp.stack([jnp.asarray(e.cond(t, y), self.dtype).reshape(()) for e in self.events])
-
-    def _observed(self, dyn_m, state):
-        return self.inner.method.observe(self.system(dyn_m), state)
-
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
-        dt, K, y = self.dtype, self.capacity, self._observed(dyn_m, c.state)
-        count = jnp.zeros((), jnp.int32)
-        return _EventCarry(c, jnp.zeros((), c.num_failed.dtype), jnp.zeros((), dt), self._conds(jnp.zeros((), dt), y),
-                           jnp.zeros((len(self.events),), jnp.int32), count, jnp.full((K,), jnp.nan, dt),
-                           jnp.full((K, *y.shape), jnp.nan, dt), jnp.full((K,), -1, jnp.int32))
-
-    def _locate(self, dyn_m, e: int, state0, t0, g0, g1, state1, active):
-        """``(τ, the method's state after a step of τ)`` with ``cond_e(t0 + τ, Φ_τ) = 0``, bracketed
-        in ``[0, h]`` (``g0``, ``g1`` the values at its ends, ``state1`` the state at ``h``): Illinois'
-        regula falsi while ``active`` and the bracket is wider than a few ulp of ``τ``."""
-        system, method, cond = self.system(dyn_m), self.inner.method, self.events[e].cond
-        h = self.inner.dt
-        tiny = 4 * jnp.finfo(self.dtype).eps
-
-        def going(s):
-            a, _, b, _, _, it, _ = s
-            return active & (it < EVENT_ITERATIONS) & (b - a > tiny * b)
-
-        def body(s):
-            a, fa, b, fb, side, it, sb = s
-            m = b - fb * (b - a) / (fb - fa)
-            m = jnp.where((m > a) & (m < b), m, 0.5 * (a + b))  # (a bisection where the secant leaves the bracket)
-            sm = method.step(system, state0, m)[0]
-            fm = jnp.asarray(cond(t0 + m, method.observe(system, sm)), self.dtype).reshape(())
-            right = jnp.sign(fm) == jnp.sign(fb)  # the root is in [a, m]: m replaces b
-            new_a, new_fa = jnp.where(right, a, m), jnp.where(right, jnp.where(side > 0, 0.5 * fa, fa), fm)
-            new_b, new_fb = jnp.where(right, m, b), jnp.where(right, fm, jnp.where(side < 0, 0.5 * fb, fb))
-            sb = jax.tree.map(lambda x, y: jnp.where(right, x, y), sm, sb)
-            exact = fm == 0  # on the zero: the bracket closes there
-            new_a = jnp.where(exact, m, new_a)
-            new_b, sb = jnp.where(exact, m, new_b), jax.tree.map(lambda x, y: jnp.where(exact, x, y), sm, sb)
-            return new_a, new_fa, new_b, new_fb, jnp.where(right, 1, -1).astype(side.dtype), it + 1, sb
-
-        zero = jnp.zeros((), self.dtype)
-        s = (zero, g0, h + zero, g1, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state1)
-        _, _, tau, _, _, _, state = jax.lax.while_loop(going, body, s)
-        return tau, state
+        t = jnp.zeros((), self.dtype)
+        return _EventCarry(c, jnp.zeros((), c.num_failed.dtype), t,
+                           _start(self.events, self.method, self.system(dyn_m), c.state, t, self.dtype))
 
     def step(self, dyn_m, carry: _EventCarry) -> _EventCarry:
         stopped = carry.inner.result == RESULTS.event_occurred
         inner = self.inner.step(dyn_m, carry.inner)
         k = carry.k + 1
-        t0, t1 = carry.t, k.astype(self.dtype) * self.inner.dt
-        g1 = self._conds(t1, self._observed(dyn_m, inner.state))
-        found = []
-        for e, ev in enumerate(self.events):
-            crossed = ~stopped & _crossed(carry.g[e], g1[e], ev.direction) & (carry.counts[e] < ev.max_crossings)
-            crossed = crossed & (inner.result == RESULTS.successful)
-            tau, state = self._locate(dyn_m, e, carry.inner.state, t0, carry.g[e], g1[e], inner.state, crossed)
-            found.append((crossed, tau, state))
-        inf = jnp.full((), jnp.inf, self.dtype)
-        stop_tau = inf  # the first terminal crossing in this step, if any
-        for (crossed, tau, _), ev in zip(found, self.events):
-            if ev.terminal:
-                stop_tau = jnp.where(crossed, jnp.minimum(stop_tau, tau), stop_tau)
-        record = (carry.counts, carry.count, carry.ts, carry.ys, carry.which)
-        for e, (crossed, tau, state) in enumerate(found):
-            keep = crossed & (tau <= stop_tau)
-            record = self._record(dyn_m, record, e, keep, t0 + tau, state)
-        counts, count, ts, ys, which = record
-        stop = jnp.isfinite(stop_tau)
-        state = inner.state
-        for (crossed, tau, s_e), ev in zip(found, self.events):
-            if ev.terminal:
-                state = jax.tree.map(lambda x, y: jnp.where(crossed & (tau == stop_tau), x, y), s_e, state)
+        live = ~stopped & (inner.result == RESULTS.successful)
+        rec, stop, t, state = after_step(self.events, self.method, self.system(dyn_m), carry.rec, carry.inner.state,
+                                         carry.t, inner.state, k.astype(self.dtype) * self.inner.dt, live, self.dtype)
         result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
         inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
-        t = jnp.where(stop, t0 + stop_tau, t1)
-        g = jnp.where(stop, self._conds(t, self._observed(dyn_m, state)), g1)
-        kept = jax.tree.map(lambda old, x: jnp.where(stopped, old, x), (carry.inner, carry.k, carry.t, carry.g),
-                            (inner, k, t, g))  # (the record is written only where a crossing is kept)
-        return _EventCarry(*kept, counts, count, ts, ys, which)
-
-    def _record(self, dyn_m, record, e: int, keep, t, state):
-        """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``
-        (selects over the record: an index that differs between members is no kernel's indexed
-        write; about K·(d + 2) selects a step)."""
-        counts, count, ts, ys, which = record
-        at = (jnp.arange(ts.shape[0]) == count) & keep
-        y = self._observed(dyn_m, state)
-        counts = jnp.where((jnp.arange(counts.shape[0]) == e) & keep, counts + 1, counts)
-        return (counts, count + keep.astype(count.dtype), jnp.where(at, t, ts), jnp.where(at[:, None], y[None], ys),
-                jnp.where(at, e, which))
+        # (the record is written only where a crossing is kept)
+        (inner, k, t, g) = jax.tree.map(lambda old, x: jnp.where(stopped, old, x), (carry.inner, carry.k, carry.t,
+                                                                                   carry.rec.g), (inner, k, t, rec.g))
+        return _EventCarry(inner, k, t, eqx.tree_at(lambda r: r.g, rec, g))
 
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
@@ -258,8 +268,12 @@ class EventMember(AbstractMember):
 
     def summary(self, dyn_m, carry):
         y, result, stats = self.inner.summary(dyn_m, carry.inner)
-        return y, result, {**stats, "t_final": carry.t, "event_count": carry.count, "event_ts": carry.ts,
-                           "event_ys": carry.ys, "event_which": carry.which}
+        return y, result, {**stats, "t_final": carry.t, **record_stats(carry.rec)}
+
+
+def record_stats(rec: _Record) -> dict:
+    """The record as a member's statistics."""
+    return {"event_count": rec.count, "event_ts": rec.ts, "event_ys": rec.ys, "event_which": rec.which}
 
 
 def describe_event(e: Event) -> dict:
