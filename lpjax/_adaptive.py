@@ -132,9 +132,10 @@ class AdaptiveMember(AbstractMember):
                               c.accepted + keep.astype(c.accepted.dtype), c.rejected + (~keep).astype(c.rejected.dtype),
                               RESULTS.where(c.result == RESULTS.successful, result, c.result))
 
-    def _until_save(self, dyn_m, carry: _AdaptiveCarry, tape, record):
+    def until_save(self, dyn_m, carry: _AdaptiveCarry, tape, record):
         """Every attempt from ``carry.t`` up to the next save time (or until the member fails or
-        reaches ``max_steps`` attempts), ``tape = record(before, after, tape)`` after each."""
+        reaches ``max_steps`` attempts), ``after, tape = record(before, after, tape)`` after each
+        (``record`` may end the member: a result other than successful stops the attempts)."""
         system = self.system(dyn_m)
         t_save = _select(self.ts, carry.save)
 
@@ -145,7 +146,7 @@ class AdaptiveMember(AbstractMember):
         def attempt(ct):
             c, tape = ct
             new = self._attempt(system, c, t_save)
-            return new, record(c, new, tape)
+            return record(c, new, tape)
 
         c, tape = jax.lax.while_loop(going, attempt, (carry, tape))
         stuck = (c.t < t_save) & (c.result == RESULTS.successful)
@@ -155,7 +156,7 @@ class AdaptiveMember(AbstractMember):
     def step(self, dyn_m, carry: _AdaptiveCarry) -> _AdaptiveCarry:
         """Every attempt from ``carry.t`` up to the next save time (or until the member fails or
         reaches ``max_steps`` attempts)."""
-        return self._until_save(dyn_m, carry, None, lambda before, after, tape: tape)[0]
+        return self.until_save(dyn_m, carry, None, lambda before, after, tape: (after, tape))[0]
 
     def step_taped(self, dyn_m, carry: _AdaptiveCarry, tape: tuple) -> tuple:
         """:meth:`step`, and ``tape = (states, hs)`` with each accepted step written in: its size
@@ -166,9 +167,9 @@ class AdaptiveMember(AbstractMember):
             states, hs = tape
             k, took = after.accepted, after.accepted > before.accepted
             states = jax.tree.map(lambda buf, a: buf.at[k].set(jnp.where(took, a, buf[k])), states, after.state)
-            return states, hs.at[k - 1].set(jnp.where(took, after.t - before.t, hs[k - 1]))
+            return after, (states, hs.at[k - 1].set(jnp.where(took, after.t - before.t, hs[k - 1])))
 
-        return self._until_save(dyn_m, carry, tape, record)
+        return self.until_save(dyn_m, carry, tape, record)
 
     def advance(self, dyn_m, carry, step=None):
         """One save interval (``step``: :meth:`step` batched over the members, if given)."""

@@ -32,9 +32,11 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ._integrator import RESULTS
+from ._adaptive import AdaptiveMember
 from ._member import AbstractMember, FixedMember
 
-__all__ = ["Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record", "EVENT_ITERATIONS", "EVENT_STATS"]
+__all__ = ["AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record",
+           "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
 
 EVENT_ITERATIONS = 100  # root finder's iterations at most (Illinois converges superlinearly: ~10 in practice)
 # an event member's statistics beside the fixed-step member's: the time reached, and the record
@@ -271,6 +273,18 @@ class EventMember(AbstractMember):
         return y, result, {**stats, "t_final": carry.t, **record_stats(carry.rec)}
 
 
+def with_events(member, events: tuple):
+    """``member`` (a fixed-step or adaptive member program) with ``events`` (none: as it is)."""
+    if not events:
+        return member
+    return AdaptiveEventMember(member, events) if isinstance(member, AdaptiveMember) else EventMember(member, events)
+
+
+def event_stat_names(adaptive: bool) -> tuple:
+    """The statistics an event member adds (an adaptive member has its ``t_reached`` already)."""
+    return EVENT_STATS[1:] if adaptive else EVENT_STATS
+
+
 def record_stats(rec: _Record) -> dict:
     """The record as a member's statistics."""
     return {"event_count": rec.count, "event_ts": rec.ts, "event_ys": rec.ys, "event_which": rec.which}
@@ -285,6 +299,73 @@ def describe_event(e: Event) -> dict:
 def event_record(stats: dict) -> EventRecord:
     """The :class:`EventRecord` in an event member's statistics (:meth:`EventMember.summary`)."""
     return EventRecord(stats["event_ts"], stats["event_ys"], stats["event_count"], stats["event_which"])
+
+
+@final
+class _AdaptiveEventCarry(eqx.Module):
+    inner: Any  # the adaptive member's carry
+    rec: _Record
+
+
+@final
+class AdaptiveEventMember(AbstractMember):
+    """An adaptive member program (``inner``) with ``events``: each accepted step is a step of
+    the events (see the module); a terminal event ends the member's attempts there."""
+
+    inner: AdaptiveMember
+    events: tuple
+
+    replay: ClassVar[str] = "written"
+    sorts: ClassVar[bool] = True  # (by the inner member's predicted cost)
+    save_every: ClassVar[int] = 1
+
+    @property
+    def method(self):
+        return self.inner.method
+
+    @property
+    def replays(self) -> bool:
+        return False
+
+    @property
+    def n_steps(self) -> int:
+        return self.inner.n_steps
+
+    @property
+    def dtype(self):
+        return self.inner.dtype
+
+    def system(self, dyn_m):
+        return self.inner.system(dyn_m)
+
+    def step_estimate(self, dyn_m, y0):
+        return self.inner.step_estimate(dyn_m, y0)
+
+    def init(self, dyn_m, y0):
+        c = self.inner.init(dyn_m, y0)
+        return _AdaptiveEventCarry(c, _start(self.events, self.method, self.system(dyn_m), c.state, c.t, self.dtype))
+
+    def step(self, dyn_m, carry: _AdaptiveEventCarry) -> _AdaptiveEventCarry:
+        system = self.system(dyn_m)
+
+        def record(before, after, rec):
+            live = (after.accepted > before.accepted) & (after.result == RESULTS.successful)
+            rec, stop, t, state = after_step(self.events, self.method, system, rec, before.state, before.t,
+                                             after.state, after.t, live, self.dtype)
+            result = RESULTS.where(stop & (after.result == RESULTS.successful), RESULTS.event_occurred, after.result)
+            return eqx.tree_at(lambda c: (c.state, c.t, c.result), after, (state, t, result)), rec
+
+        return _AdaptiveEventCarry(*self.inner.until_save(dyn_m, carry.inner, carry.rec, record))
+
+    def advance(self, dyn_m, carry, step=None):
+        return (step or self.step)(dyn_m, carry)
+
+    def observe(self, dyn_m, carry):
+        return self.inner.observe(dyn_m, carry.inner)
+
+    def summary(self, dyn_m, carry):
+        y, result, stats = self.inner.summary(dyn_m, carry.inner)
+        return y, result, {**stats, **record_stats(carry.rec)}
 
 
 @eqx.filter_jit

@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._adaptive import adaptive_member
-from ._events import EventMember, EventRecord, as_events, event_record, run_events
+from ._events import EventRecord, as_events, event_record, run_events, with_events
 from ._adjoint import loop
 from ._integrate_adaptive import solve
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
@@ -261,15 +261,14 @@ def integrate(
     locates each crossing of ``cond(t, y) = 0`` by the method's own partial step (its state is a
     state of the method), and records it in ``Solution.events``; a terminal event stops the run
     there (``RESULTS.event_occurred``, which ``throw`` does not raise; the later saves hold the
-    event's state, ``stats["t_final"]`` its time). See :class:`lpjax.Event`. Fixed steps only, from
-    t = 0, without gradients (the crossing's search is a ``while`` loop).
+    event's state, ``stats["t_final"]`` (adaptive: ``t_reached``) its time). See :class:`lpjax.Event`.
+    Fixed or adaptive steps, from t = 0, without gradients (the crossing's search is a ``while``
+    loop).
     """
-    if events is not None:
-        return _integrate_events(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
-                                 events)
-    if controller is not None or any(v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
-        return _integrate_adaptive(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
-                                   t1, ts, max_steps, error_estimate, local_extrapolation)
+    if events is not None or controller is not None or any(
+            v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
+        return _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
+                                 t1, ts, max_steps, error_estimate, local_extrapolation, events)
     save_every = 1 if save_every is None else save_every
     previous = y0 if isinstance(y0, Solution) else None
     if not isinstance(y0, (jax.Array, Solution)):  # NumPy, lists: their precision judged by run_dtype
@@ -336,60 +335,43 @@ def _the_state(system, y):
     return y
 
 
-def _integrate_adaptive(system, method, y0, dt0, n_steps, save_every, throw, t0, adjoint, dtype, controller, t1, ts,
-                        max_steps, error_estimate, local_extrapolation) -> Solution:
-    """:func:`integrate` with a controller (see there)."""
-    schedule = adaptive_schedule(method, dt0, n_steps, save_every, t1, ts, controller, max_steps, False, "integrate",
+def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller, t1, ts,
+                      max_steps, error_estimate, local_extrapolation, events) -> Solution:
+    """:func:`integrate` through a member program: adaptive steps (a ``controller``), events, or
+    both (see there)."""
+    events = as_events(events, "integrate")
+    schedule = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, False, "integrate",
                                  error_estimate, local_extrapolation)  # (t1 and the rest without a controller: refused)
     if isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
-        raise ValueError("integrate: an adaptive run (controller=...) starts at t = 0 from a state: it takes no "
-                         "Solution to continue, no t0 and no adjoint (its gradient is the discrete adjoint over the "
-                         "accepted steps)")
+        raise ValueError("integrate: a run with a controller or events starts at t = 0 from a state: it takes no "
+                         "Solution to continue, no t0 and no adjoint (an adaptive run's gradient is the discrete "
+                         "adjoint over the accepted steps)")
     if not isinstance(y0, jax.Array):
         y0 = as_numbers(y0, "integrate: y0")
     rdtype = run_dtype(dtype, y0, "integrate")
     y0 = jnp.asarray(y0, rdtype)
     system, method = cast_floats((system, method), rdtype)
-    _check_inputs(system, method, y0, 1.0 if dt0 is None else dt0, 1, 1, 0.0)
-    y0 = guarded(method.family, system, y0)
-    dyn, static = eqx.partition(system, eqx.is_array)
-    member = adaptive_member(static, method, schedule, dt0, _the_state, rdtype)
-    traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0), eqx.is_array)))
-    ys, result, stats, state = solve(member, dyn, y0, bool(throw) and traced)  # traced: a failure raises inside
-    sol = Solution(ts=jnp.concatenate([jnp.zeros((1,), rdtype), member.ts]), ys=ys, result=result, stats=stats,
-                   state=state)
-    if throw and not traced and result != RESULTS.successful:  # eager: the hint first, in one line
-        raise RuntimeError(f"integrate: {RESULTS[result]} (after {int(stats['num_accepted_steps'])} accepted and "
-                           f"{int(stats['num_rejected_steps'])} rejected steps; throw=False returns the solution with "
-                           "its result code)")
-    return sol
-
-
-def _integrate_events(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
-                      events) -> Solution:
-    """:func:`integrate` with events (see there): the fixed-step member program with the events."""
-    events = as_events(events, "integrate")
-    if controller is not None or isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
-        raise ValueError("integrate: a run with events takes fixed steps (dt, n_steps) from t = 0 and a state: no "
-                         "controller, no Solution to continue, no t0 and no adjoint")
     save_every = 1 if save_every is None else save_every
-    if not isinstance(y0, jax.Array):
-        y0 = as_numbers(y0, "integrate: y0")
-    rdtype = run_dtype(dtype, y0, "integrate")
-    y0 = jnp.asarray(y0, rdtype)
-    system, method = cast_floats((system, method), rdtype)
-    _check_inputs(system, method, y0, dt, n_steps, save_every, 0.0)
+    _check_inputs(system, method, y0, 1.0 if dt is None else dt, *((1, 1) if schedule else (n_steps, save_every)), 0.0)
     y0 = guarded(method.family, system, y0)
     dyn, static = eqx.partition(system, eqx.is_array)
-    inner = FixedMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), _the_state, True)
-    member = EventMember(inner, events)
+    if schedule is None:
+        inner = FixedMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), _the_state, True)
+        times = jnp.asarray(dt, rdtype) * save_every * jnp.arange(int(n_steps) // int(save_every) + 1, dtype=rdtype)
+    else:
+        inner = adaptive_member(static, method, schedule, dt, _the_state, rdtype)
+        times = jnp.concatenate([jnp.zeros((1,), rdtype), inner.ts])
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
-    ys, carry, (_, _, stats) = run_events(member, dyn, y0, bool(throw) and traced)
-    result = carry.inner.result
-    n_save = int(n_steps) // int(save_every)
-    sol = Solution(ts=jnp.asarray(dt, rdtype) * save_every * jnp.arange(n_save + 1, dtype=rdtype), ys=ys, result=result,
-                   stats={k: v for k, v in stats.items() if not k.startswith("event_")}, state=carry.inner.state,
-                   events=event_record(stats))
+    record = None
+    if events:  # traced: a failure raises inside
+        ys, carry, (_, _, stats) = run_events(with_events(inner, events), dyn, y0, bool(throw) and traced)
+        result, state, record = carry.inner.result, carry.inner.state, event_record(stats)
+        stats = {k: v for k, v in stats.items() if not k.startswith("event_")}
+    else:
+        ys, result, stats, state = solve(inner, dyn, y0, bool(throw) and traced)
+    sol = Solution(ts=times, ys=ys, result=result, stats=stats, state=state, events=record)
     if throw and not traced and result != RESULTS.successful and result != RESULTS.event_occurred:
-        raise RuntimeError(f"integrate: {RESULTS[result]} (throw=False returns the solution with its result code)")
+        steps = (f"after {int(stats['num_accepted_steps'])} accepted and {int(stats['num_rejected_steps'])} rejected "
+                 "steps; " if schedule else "")  # eager: the hint first, in one line
+        raise RuntimeError(f"integrate: {RESULTS[result]} ({steps}throw=False returns the solution with its result code)")
     return sol

@@ -27,7 +27,7 @@ from .._system import AbstractSystem
 from .._adaptive import adaptive_member
 from .._schedule import AdaptiveSchedule, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, platform_of, resolve_kernel, starts_as_given
-from .._events import EventMember, as_events
+from .._events import as_events, with_events
 from .._member import FixedMember
 from ._kernels import AbstractKernel
 from .._memo import by_identity
@@ -46,9 +46,9 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
     dyn, static = eqx.partition(system, eqx.is_array)
     if adaptive is None:
         member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
-        member = EventMember(member, events) if events else member
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
+    member = with_events(member, events)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
 
 
@@ -107,7 +107,7 @@ def ensemble_function(
     """
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats,
                                  "ensemble_function", error_estimate, local_extrapolation)
-    events = _events(events, adaptive, "ensemble_function")
+    events = as_events(events, "ensemble_function")
     if adaptive is None:
         n_steps, save_every = check_schedule(n_steps, save_every, dt, "ensemble_function")
     else:
@@ -154,15 +154,6 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(system, eqx.is_array)) if plan.batched else None)
     return fn, ends, keep
-
-
-def _events(events, adaptive, who: str) -> tuple:
-    """The run's events, checked: fixed steps only, for now."""
-    events = as_events(events, who)
-    if events and adaptive is not None:
-        raise ValueError(f"{who}: events run with fixed steps (dt, n_steps); with a controller they are not yet "
-                         "supported")
-    return events
 
 
 def _refuse_transforms(*args) -> None:
@@ -239,11 +230,11 @@ def ensemble(
             (their selected first step), so that a block's members end together.
         save_every: steps between saves (default ``n_steps``: the start and the end only);
             must divide ``n_steps``.
-        events: an :class:`lpjax.Event` or a list of them (fixed steps): each member's crossings
+        events: an :class:`lpjax.Event` or a list of them (fixed or adaptive steps): each member's crossings
             located by the method's own partial step and recorded (:attr:`EnsembleSolution.events`,
             also in a store); a terminal event stops its member there
             (``RESULTS.event_occurred``, not a failure), the later saves holding the event's state
-            and ``stats["t_final"]`` its time.
+            and ``stats["t_final"]`` (adaptive: ``t_reached``) its time.
         observe: what is kept at each save: ``None``/``"state"`` (the state), ``"casimirs"``,
             ``"energy"`` (of each member's own system), or a function ``y -> pytree`` of arrays
             (a Casimir drift, Γ₃, ...). Memory is N × saves × observable, never the trajectory.
@@ -316,7 +307,7 @@ def ensemble(
     check_store_path(out)
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate, local_extrapolation)
-    events = _events(events, adaptive, "ensemble")
+    events = as_events(events, "ensemble")
     if adaptive is not None:  # one step of the kernels' programs is every attempt up to the next save time
         n_steps, save_every = len(adaptive.ts), 1
     inp = validated(system, method, y0s, adaptive.ts[0] if adaptive and dt is None else dt, n_steps, save_every,

@@ -24,7 +24,7 @@ from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
 from ._state_saves import with_state_ends
-from .._events import EVENT_STATS, describe_event
+from .._events import describe_event, event_stat_names
 from .._schedule import ADAPTIVE_STATS
 from ._validate import Inputs, first_member
 
@@ -52,12 +52,12 @@ class Results:
         if adaptive is not None:
             self.stat_names = ADAPTIVE_STATS
         shapes.update({f"stats/{k}": ((N,), np.int32 if k in _COUNTS else plan.dtype) for k in self.stat_names})
-        if events:  # the time reached and the record of the crossings
+        if events:  # the time reached (fixed steps) and the record of the crossings
             K, d = sum(e.max_crossings for e in events), plan.state_size
-            self.stat_names = (*self.stat_names, *EVENT_STATS)
-            shapes.update({"stats/t_final": ((N,), plan.dtype), "stats/event_count": ((N,), np.int32),
-                           "stats/event_ts": ((N, K), plan.dtype), "stats/event_ys": ((N, K, d), plan.dtype),
-                           "stats/event_which": ((N, K), np.int32)})
+            self.stat_names = (*self.stat_names, *event_stat_names(adaptive is not None))
+            shapes.update({"stats/event_count": ((N,), np.int32), "stats/event_ts": ((N, K), plan.dtype),
+                           "stats/event_ys": ((N, K, d), plan.dtype), "stats/event_which": ((N, K), np.int32),
+                           **({"stats/t_final": ((N,), plan.dtype)} if adaptive is None else {})})
         self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
         if adaptive is None:
             self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
