@@ -129,10 +129,11 @@ def _start(events: tuple, method, system, state, t, dtype) -> _Record:
                    jnp.full((K,), jnp.nan, dtype), jnp.full((K, *y.shape), jnp.nan, dtype), jnp.full((K,), -1, jnp.int32))
 
 
-def _locate(cond: Callable, method, system, state0, t0, h, g0, g1, state1, active, dtype):
-    """``(τ, the method's state after a step of τ)`` with ``cond(t0 + τ, Φ_τ) = 0``, bracketed in
-    ``[0, h]`` (``g0``, ``g1`` the values at its ends, ``state1`` the state at ``h``): Illinois'
-    regula falsi while ``active`` and the bracket is wider than a few ulp of ``τ``."""
+def _locate(cond: Callable, method, system, state0, t0, h, g0, g1, y1, active, dtype):
+    """``(τ, the observed state after a step of τ)`` with ``cond(t0 + τ, Φ_τ) = 0``, bracketed in
+    ``[0, h]`` (``g0``, ``g1`` the values at its ends, ``y1`` the observed state at ``h``): Illinois'
+    regula falsi while ``active`` and the bracket is wider than a few ulp of ``τ``. The loop
+    carries the observed state, not the method's (a predictor, a lifted point): less to keep."""
     tiny = 4 * jnp.finfo(dtype).eps
 
     def going(s):
@@ -140,32 +141,37 @@ def _locate(cond: Callable, method, system, state0, t0, h, g0, g1, state1, activ
         return active & (it < EVENT_ITERATIONS) & (b - a > tiny * b)
 
     def body(s):
-        a, fa, b, fb, side, it, sb = s
+        a, fa, b, fb, side, it, yb = s
         m = b - fb * (b - a) / (fb - fa)
         m = jnp.where((m > a) & (m < b), m, 0.5 * (a + b))  # (a bisection where the secant leaves the bracket)
-        sm = method.step(system, state0, m)[0]
-        fm = jnp.asarray(cond(t0 + m, method.observe(system, sm)), dtype).reshape(())
-        right = jnp.sign(fm) == jnp.sign(fb)  # the root is in [a, m]: m replaces b
+        ym = method.observe(system, method.step(system, state0, m)[0])
+        fm = jnp.asarray(cond(t0 + m, ym), dtype).reshape(())
+        right = (jnp.sign(fm) == jnp.sign(fb)) | (fm == 0)  # the root is in [a, m] (or at m): m replaces b
         new_a, new_fa = jnp.where(right, a, m), jnp.where(right, jnp.where(side > 0, 0.5 * fa, fa), fm)
         new_b, new_fb = jnp.where(right, m, b), jnp.where(right, fm, jnp.where(side < 0, 0.5 * fb, fb))
-        sb = jax.tree.map(lambda x, y: jnp.where(right, x, y), sm, sb)
-        exact = fm == 0  # on the zero: the bracket closes there
-        new_a = jnp.where(exact, m, new_a)
-        new_b, sb = jnp.where(exact, m, new_b), jax.tree.map(lambda x, y: jnp.where(exact, x, y), sm, sb)
-        return new_a, new_fa, new_b, new_fb, jnp.where(right, 1, -1).astype(side.dtype), it + 1, sb
+        new_a = jnp.where(fm == 0, m, new_a)  # on the zero: the bracket closes there
+        return new_a, new_fa, new_b, new_fb, jnp.where(right, 1, -1).astype(side.dtype), it + 1, jnp.where(right, ym, yb)
 
     zero = jnp.zeros((), dtype)
-    s = (zero, g0, h + zero, g1, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), state1)
-    _, _, tau, _, _, _, state = jax.lax.while_loop(going, body, s)
-    return tau, state
+    s = (zero, g0, h + zero, g1, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), y1)
+    _, _, tau, _, _, _, y = jax.lax.while_loop(going, body, s)
+    return tau, y
 
 
-def _write(method, system, rec: _Record, e: int, keep, t, state) -> _Record:
-    """The crossing of event ``e`` at ``t`` (``state``) written into the record where ``keep``
-    (selects over the record: an index that differs between members is no kernel's indexed
-    write; about K·(d + 2) selects a step)."""
+def _stepped(method, system, state0, tau, state1, stop):
+    """The method's state after a step of ``tau`` from ``state0`` where ``stop`` (a loop of one trip
+    there: a terminal event's state, met once in a member's run), else ``state1``."""
+    def body(s):
+        return method.step(system, state0, tau)[0], jnp.zeros((), bool)
+
+    return jax.lax.while_loop(lambda s: s[1], body, (state1, stop))[0]
+
+
+def _write(rec: _Record, e: int, keep, t, y) -> _Record:
+    """The crossing of event ``e`` at ``t`` (observed state ``y``) written into the record where
+    ``keep`` (selects over the record, K·(d + 2) of them: an index that differs between members
+    is no kernel's indexed write)."""
     at = (jnp.arange(rec.ts.shape[0]) == rec.count) & keep
-    y = method.observe(system, state)
     counts = jnp.where((jnp.arange(rec.counts.shape[0]) == e) & keep, rec.counts + 1, rec.counts)
     return _Record(rec.g, counts, rec.count + keep.astype(rec.count.dtype), jnp.where(at, t, rec.ts),
                    jnp.where(at[:, None], y[None], rec.ys), jnp.where(at, e, rec.which))
@@ -175,22 +181,21 @@ def after_step(events: tuple, method, system, rec: _Record, state0, t0, state1, 
     """The events over one step from ``(t0, state0)`` to ``(t1, state1)`` (``live``: a step that
     counts): ``(record, stop, t, state)``, where ``stop`` says a terminal event ended the member
     at ``t`` in ``state`` (else ``t1``, ``state1``)."""
-    g1 = _conds(events, t1, method.observe(system, state1), dtype)
+    y1 = method.observe(system, state1)
+    g1 = _conds(events, t1, y1, dtype)
     found = []
     for e, ev in enumerate(events):
         crossed = live & _crossed(rec.g[e], g1[e], ev.direction) & (rec.counts[e] < ev.max_crossings)
-        found.append((crossed, *_locate(ev.cond, method, system, state0, t0, t1 - t0, rec.g[e], g1[e], state1, crossed,
+        found.append((crossed, *_locate(ev.cond, method, system, state0, t0, t1 - t0, rec.g[e], g1[e], y1, crossed,
                                         dtype)))
     stop_tau = jnp.full((), jnp.inf, dtype)  # the first terminal crossing in this step, if any
     for (crossed, tau, _), ev in zip(found, events):
         if ev.terminal:
             stop_tau = jnp.where(crossed, jnp.minimum(stop_tau, tau), stop_tau)
-    for e, (crossed, tau, state) in enumerate(found):
-        rec = _write(method, system, rec, e, crossed & (tau <= stop_tau), t0 + tau, state)
-    stop, state = jnp.isfinite(stop_tau), state1
-    for (crossed, tau, s_e), ev in zip(found, events):
-        if ev.terminal:
-            state = jax.tree.map(lambda x, y: jnp.where(crossed & (tau == stop_tau), x, y), s_e, state)
+    for e, (crossed, tau, y) in enumerate(found):
+        rec = _write(rec, e, crossed & (tau <= stop_tau), t0 + tau, y)
+    stop = jnp.isfinite(stop_tau)
+    state = _stepped(method, system, state0, stop_tau, state1, stop) if any(e.terminal for e in events) else state1
     t = jnp.where(stop, t0 + stop_tau, t1)
     g = jnp.where(stop, _conds(events, t, method.observe(system, state), dtype), g1)
     return eqx.tree_at(lambda r: r.g, rec, g), stop, t, state
@@ -254,6 +259,8 @@ class EventMember(AbstractMember):
         live = ~stopped & (inner.result == RESULTS.successful)
         rec, stop, t, state = after_step(self.events, self.method, self.system(dyn_m), carry.rec, carry.inner.state,
                                          carry.t, inner.state, k.astype(self.dtype) * self.inner.dt, live, self.dtype)
+        if not any(e.terminal for e in self.events):  # nothing stops the member: no state to keep
+            return _EventCarry(inner, k, t, rec)
         result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
         inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
         # (the record is written only where a crossing is kept)
