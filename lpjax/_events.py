@@ -23,6 +23,7 @@ with ``max_crossings``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, ClassVar, NamedTuple, Sequence, Union, final
 
 import equinox as eqx
@@ -88,7 +89,8 @@ class EventRecord(NamedTuple):
 
 
 def as_events(events: Union[None, Event, Sequence[Event]], who: str) -> tuple:
-    """``events`` as a tuple of :class:`Event` (empty for None), checked."""
+    """``events`` as a tuple of :class:`Event` (empty for None), checked; the same tuple object for
+    the same events, so that a repeated run finds its preparation (:mod:`lpjax._memo`)."""
     if events is None:
         return ()
     events = (events,) if isinstance(events, Event) else tuple(events)
@@ -97,6 +99,11 @@ def as_events(events: Union[None, Event, Sequence[Event]], who: str) -> tuple:
             raise TypeError(f"{who}: events must be an lpjax.Event or a list of them, got {type(e).__name__}")
     if not events:
         raise ValueError(f"{who}: events is an empty list: pass None for a run without events")
+    return _interned(*events)
+
+
+@functools.lru_cache(maxsize=64)
+def _interned(*events: Event) -> tuple:
     return events
 
 
