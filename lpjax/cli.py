@@ -234,6 +234,34 @@ def ensemble_cmd(**options):
     run_ensemble(**options)
 
 
+@cli.command("section")
+@click.argument("system", shell_complete=_complete_system)
+@click.option("--surface", type=int, required=True, help="the section is y[INDEX] = 0 (the state's coordinate INDEX)")
+@click.option("--direction", type=click.Choice(["+", "-", "both"]), default="+", show_default=True,
+              help="crossings upwards (+), downwards (-) or both")
+@click.option("--crossings", type=int, default=50, show_default=True, help="crossings recorded per member, at most")
+@click.option("--n", "n_members", type=int, required=True, help="members")
+@click.option("--method", "-m", default="gl6", show_default=True, shell_complete=_complete_method)
+@click.option("--dt", type=float, default=0.01, show_default=True)
+@click.option("--t1", type=float, required=True, help="the end time (from t = 0): a whole number of --dt steps")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--spread", type=float, default=0.1, show_default=True, help="as for lpjax ensemble")
+@click.option("--y0", help="the centre of the spread (default: the system's own state)")
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="a system parameter (repeatable)")
+@click.option("--out", required=True, help="the zarr store (a directory)")
+@click.option("--plot", help="write a PNG of the crossings in the plane of --axes")
+@click.option("--axes", type=int, nargs=2, help="the two coordinates of the picture (default: the first two others)")
+@click.option("--kernel", type=click.Choice(["auto", "scan", "entries", "fused", "native"]), default="auto",
+              show_default=True)
+@click.option("--progress/--no-progress", default=None, help="a progress bar over chunks (default: when stderr is a terminal)")
+def section_cmd(**options):
+    """A Poincaré section of an ensemble around a state of SYSTEM, into a zarr store: each
+    member's crossings of y[SURFACE] = 0, located by the method's own partial step."""
+    from ._cli_section import run_section
+
+    run_section(**options)
+
+
 @cli.command("show")
 @click.argument("store")
 @click.option("--plot", help="write a PNG: histogram of the final invariant errors, quantiles over time")

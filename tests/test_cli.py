@@ -337,3 +337,32 @@ def test_adaptive_ensembles_from_the_command_line(tmp_path, capsys):
         with pytest.raises(SystemExit, match=match):
             main(["ensemble", "heavy_top", "--n", "4", *extra, "--out", str(tmp_path / "never.zarr")])
     assert not (tmp_path / "never.zarr").exists()
+
+
+def test_section_from_the_command_line(tmp_path, capsys):
+    """``lpjax section`` writes the crossings of y[3] = 0 (Γ₁, upwards) of heavy tops around the
+    default state into a store, and a picture; the store's record is that of the Python API for
+    the same states; bad arguments are refused before any work."""
+    from lpjax._catalog import build
+
+    store, png = tmp_path / "s.zarr", tmp_path / "s.png"
+    argv = ["section", "heavy_top", "--n", "12", "--t1", "20", "--dt", "0.02", "--method", "gl4", "--no-progress"]
+    assert main([*argv, "--surface", "3", "--crossings", "8", "--out", str(store), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "12 members of heavy_top with gl4, 1000 steps of 0.02 to t = 20:" in out and "failed: 0" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sol = lpjax.open_ensemble(str(store))
+    assert sol.settings["events"][0]["direction"] == 1 and sol.settings["events"][0]["max_crossings"] == 8
+    _, _, system, method, _ = build("heavy_top", "gl4")
+    event = lpjax.Event(lambda t, y: y[3], direction=1, terminal=False, max_crossings=8)
+    ref = lpjax.ensemble(system, method, np.asarray(sol.y0s), 0.02, 1000, events=event)
+    assert np.all(np.asarray(sol.events.count) >= 1)
+    np.testing.assert_array_equal(np.asarray(sol.events.count), ref.events.count)
+    np.testing.assert_allclose(np.asarray(sol.events.ts), ref.events.ts, rtol=0, atol=1e-12)
+    other = str(tmp_path / "other.zarr")
+    for bad, match in ((["--surface", "6", "--crossings", "8"], "--surface must be the index of a coordinate of "
+                                                                 "heavy_top's state, 0 ... 5, got 6"),
+                       (["--surface", "3", "--crossings", "0"], "--crossings must be >= 1, got 0"),
+                       (["--surface", "3", "--axes", "0", "9"], "--axes must be two coordinates of the state")):
+        with pytest.raises(SystemExit, match=match):
+            main([*argv, *bad, "--out", other])
