@@ -13,7 +13,8 @@ method: every invariant the method keeps holds there, as along the trajectory.
   each a time and a state, and the run goes on from the step's end, not from the crossing: the
   trajectory is that of the run without the section, bit for bit.
 
-:class:`EventMember` adds events to a member program (:class:`lpjax._member.FixedMember`): its
+:class:`EventMember` adds events to a fixed-step member program (:class:`lpjax._member.FixedMember`),
+:class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events): the
 carry holds the events' values at the state, the counts and the record, so that every kernel
 (scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
 no member of a block crossed. The record is written by selects over its K·(d + 2) entries each
