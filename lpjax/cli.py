@@ -292,6 +292,11 @@ def show_cmd(store, plot):
     if attrs.get("batched_system"):
         click.echo("  batched system arrays: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in sol.system_arrays.items()))
     click.echo(f"  failed members: {sol.failed.size}" + (f" (first: {sol.failed[:10].tolist()})" if sol.failed.size else ""))
+    if sol.events is not None:
+        stop = sol.result_names.index("event_occurred")
+        count, stopped = np.asarray(sol.events.count[:]), int(np.sum(np.asarray(sol.result[:]) == stop))
+        click.echo(f"  events: {len(attrs['events'])}, {int(count.sum())} crossings recorded ({count.mean():.1f} a member, "
+                   f"at most {sol.events.ts.shape[1]}); {stopped} members stopped at a terminal event")
     errors = {}
     for name in sol.observables:
         first, last = sol.observables[name][:, 0], sol.observables[name][:, -1]

@@ -358,6 +358,9 @@ def test_section_from_the_command_line(tmp_path, capsys):
     ref = lpjax.ensemble(system, method, np.asarray(sol.y0s), 0.02, 1000, events=event)
     assert np.all(np.asarray(sol.events.count) >= 1)
     np.testing.assert_array_equal(np.asarray(sol.events.count), ref.events.count)
+    assert main(["show", str(store)]) == 0
+    assert (f"events: 1, {int(ref.events.count.sum())} crossings recorded ({ref.events.count.mean():.1f} a member, at "
+            "most 8); 0 members stopped at a terminal event") in capsys.readouterr().out
     np.testing.assert_allclose(np.asarray(sol.events.ts), ref.events.ts, rtol=0, atol=1e-12)
     other = str(tmp_path / "other.zarr")
     for bad, match in ((["--surface", "6", "--crossings", "8"], "--surface must be the index of a coordinate of "
