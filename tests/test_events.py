@@ -26,6 +26,17 @@ M0 = np.array([1.0, 0.5, 0.3]) * np.linspace(0.6, 1.6, 8)[:, None]
 FALL = lpjax.Event(lambda t, y: y[1], direction=-1)  # M₂ = 0 downwards, terminal
 
 
+def _dop853_crossings(y0):
+    """DOP853's crossings of Γ₁ = 0 upwards (rtol = atol = 1e-12), to t = 20: times and states."""
+    def event(t, y):
+        return y[3]
+
+    event.direction = 1
+    ref = solve_ivp(lambda t, y: np.asarray(HT.vector_field(jnp.asarray(y))), (0.0, 20.0), y0, method="DOP853",
+                    rtol=1e-12, atol=1e-12, events=event)
+    return ref.t_events[0], ref.y_events[0]
+
+
 def _casimirs(y):
     return np.stack([np.sum(y[..., 3:] ** 2, -1), np.sum(y[..., :3] * y[..., 3:], -1)], -1)
 
@@ -40,18 +51,12 @@ def test_a_section_s_crossings_are_dop853_s(section):
     """Times and states within 1e-8 of DOP853's events (rtol = atol = 1e-12), every crossing."""
     rec = section.events
     assert rec.ts.shape == (16, 10) and rec.ys.shape == (16, 10, 6) and np.all(rec.count >= 1)
-
-    def event(t, y):
-        return y[3]
-
-    event.direction = 1
     for i in range(16):
-        ref = solve_ivp(lambda t, y: np.asarray(HT.vector_field(jnp.asarray(y))), (0.0, 20.0), TOPS[i], method="DOP853",
-                        rtol=1e-12, atol=1e-12, events=event)
+        ts, ys = _dop853_crossings(TOPS[i])
         n = int(rec.count[i])
-        assert n == min(10, len(ref.t_events[0]))
-        np.testing.assert_allclose(rec.ts[i, :n], ref.t_events[0][:n], rtol=0, atol=1e-8)
-        np.testing.assert_allclose(rec.ys[i, :n], ref.y_events[0][:n], rtol=0, atol=1e-8)
+        assert n == min(10, len(ts))
+        np.testing.assert_allclose(rec.ts[i, :n], ts[:n], rtol=0, atol=1e-8)
+        np.testing.assert_allclose(rec.ys[i, :n], ys[:n], rtol=0, atol=1e-8)
         np.testing.assert_array_equal(rec.which[i, :n], 0)
         assert np.all(np.isnan(rec.ts[i, n:])) and np.all(rec.which[i, n:] == -1)
 
@@ -203,16 +208,10 @@ def test_events_with_adaptive_steps():
     assert abs(float(one.events.ts[0]) - sol.events.ts[2, 0]) <= 1e-12
     assert int(one.stats["num_accepted_steps"]) == sol.stats["num_accepted_steps"][2]
     top = lpjax.ensemble(HT, lpjax.GaussLegendre(3), TOPS[:4], None, t1=20.0, controller=pid, events=SECTION)
-
-    def event(t, y):
-        return y[3]
-
-    event.direction = 1
     for i in range(4):
-        ref = solve_ivp(lambda t, y: np.asarray(HT.vector_field(jnp.asarray(y))), (0.0, 20.0), TOPS[i], method="DOP853",
-                        rtol=1e-12, atol=1e-12, events=event)
+        ts, _ = _dop853_crossings(TOPS[i])
         n = int(top.events.count[i])
-        assert n == min(10, len(ref.t_events[0]))
-        np.testing.assert_allclose(top.events.ts[i, :n], ref.t_events[0][:n], rtol=0, atol=1e-8)
+        assert n == min(10, len(ts))
+        np.testing.assert_allclose(top.events.ts[i, :n], ts[:n], rtol=0, atol=1e-8)
         np.testing.assert_allclose(_casimirs(top.events.ys[i, :n]), np.broadcast_to(_casimirs(TOPS[i]), (n, 2)),
                                    rtol=0, atol=1e-13)
