@@ -14,8 +14,8 @@ method: every invariant the method keeps holds there, as along the trajectory.
   trajectory is that of the run without the section, bit for bit.
 
 :class:`EventMember` adds events to a fixed-step member program (:class:`lpjax._member.FixedMember`),
-:class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events): the
-carry holds the events' values at the state, the counts and the record, so that every kernel
+:class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events), both
+on :class:`AbstractEventMember`: the carry holds the events' values at the state, the counts and the record, so that every kernel
 (scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
 no member of a block crossed. The record is written by selects over its K·(d + 2) entries each
 step (an index that differs between members is no kernel's indexed write): a cost that grows
@@ -37,7 +37,7 @@ from ._integrator import RESULTS
 from ._adaptive import AdaptiveMember
 from ._member import AbstractMember, FixedMember
 
-__all__ = ["AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record",
+__all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record",
            "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
 
 EVENT_ITERATIONS = 100  # root finder's iterations at most (Illinois converges superlinearly: ~10 in practice)
@@ -217,13 +217,12 @@ class _EventCarry(eqx.Module):
     rec: _Record
 
 
-@final
-class EventMember(AbstractMember):
-    """A fixed-step member program (``inner``) with ``events`` located and recorded (see the
-    module)."""
+class AbstractEventMember(AbstractMember):
+    """A member program with events around an ``inner`` one: what they share (the method, the
+    system, the observable, the sizes) is the inner member's; a step is tested (no replay)."""
 
-    inner: FixedMember
-    events: tuple
+    inner: eqx.AbstractVar[AbstractMember]
+    events: eqx.AbstractVar[tuple]
 
     replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
 
@@ -236,16 +235,8 @@ class EventMember(AbstractMember):
         return False  # every step tested: an event is located from a tested state
 
     @property
-    def sorts(self) -> bool:
-        return False
-
-    @property
     def n_steps(self) -> int:
         return self.inner.n_steps
-
-    @property
-    def save_every(self) -> int:
-        return self.inner.save_every
 
     @property
     def dtype(self):
@@ -253,6 +244,26 @@ class EventMember(AbstractMember):
 
     def system(self, dyn_m):
         return self.inner.system(dyn_m)
+
+    def observe(self, dyn_m, carry):
+        return self.inner.observe(dyn_m, carry.inner)
+
+
+@final
+class EventMember(AbstractEventMember):
+    """A fixed-step member program (``inner``) with ``events`` located and recorded (see the
+    module)."""
+
+    inner: FixedMember
+    events: tuple
+
+    @property
+    def sorts(self) -> bool:
+        return False
+
+    @property
+    def save_every(self) -> int:
+        return self.inner.save_every
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
@@ -279,9 +290,6 @@ class EventMember(AbstractMember):
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
         return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
-
-    def observe(self, dyn_m, carry):
-        return self.inner.observe(dyn_m, carry.inner)
 
     def summary(self, dyn_m, carry):
         y, result, stats = self.inner.summary(dyn_m, carry.inner)
@@ -323,35 +331,15 @@ class _AdaptiveEventCarry(eqx.Module):
 
 
 @final
-class AdaptiveEventMember(AbstractMember):
+class AdaptiveEventMember(AbstractEventMember):
     """An adaptive member program (``inner``) with ``events``: each accepted step is a step of
     the events (see the module); a terminal event ends the member's attempts there."""
 
     inner: AdaptiveMember
     events: tuple
 
-    replay: ClassVar[str] = "written"
     sorts: ClassVar[bool] = True  # (by the inner member's predicted cost)
     save_every: ClassVar[int] = 1
-
-    @property
-    def method(self):
-        return self.inner.method
-
-    @property
-    def replays(self) -> bool:
-        return False
-
-    @property
-    def n_steps(self) -> int:
-        return self.inner.n_steps
-
-    @property
-    def dtype(self):
-        return self.inner.dtype
-
-    def system(self, dyn_m):
-        return self.inner.system(dyn_m)
 
     def step_estimate(self, dyn_m, y0):
         return self.inner.step_estimate(dyn_m, y0)
@@ -374,9 +362,6 @@ class AdaptiveEventMember(AbstractMember):
 
     def advance(self, dyn_m, carry, step=None):
         return (step or self.step)(dyn_m, carry)
-
-    def observe(self, dyn_m, carry):
-        return self.inner.observe(dyn_m, carry.inner)
 
     def summary(self, dyn_m, carry):
         y, result, stats = self.inner.summary(dyn_m, carry.inner)
