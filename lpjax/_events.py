@@ -13,8 +13,8 @@ method: every invariant the method keeps holds there, as along the trajectory.
   each a time and a state, and the run goes on from the step's end, not from the crossing: the
   trajectory is that of the run without the section, bit for bit.
 
-:class:`EventMember` adds events to a fixed-step member program (:class:`lpjax._member.FixedMember`),
-:class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events), both
+:class:`EventMember` adds events to a fixed-step member program
+(:class:`lpjax._member.FixedMember`), :class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events), both
 on :class:`AbstractEventMember`: the carry holds the events' values at the state, the counts and the record, so that every kernel
 (scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
 no member of a block crossed. The record is written by selects over its K·(d + 2) entries each
@@ -37,8 +37,8 @@ from ._integrator import RESULTS
 from ._adaptive import AdaptiveMember
 from ._member import AbstractMember, FixedMember
 
-__all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events", "describe_event", "event_record",
-           "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
+__all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events",
+           "describe_event", "event_record", "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
 
 EVENT_ITERATIONS = 100  # root finder's iterations at most (Illinois converges superlinearly: ~10 in practice)
 # an event member's statistics beside the fixed-step member's: the time reached, and the record
