@@ -14,12 +14,13 @@ method: every invariant the method keeps holds there, as along the trajectory.
   trajectory is that of the run without the section, bit for bit.
 
 :class:`EventMember` adds events to a fixed-step member program
-(:class:`lpjax._member.FixedMember`), :class:`AdaptiveEventMember` to an adaptive one (each accepted step a step of the events), both
-on :class:`AbstractEventMember`: the carry holds the events' values at the state, the counts and the record, so that every kernel
-(scan, entries, fused, native) runs it. The search is a ``while`` loop that makes no trip where
-no member of a block crossed. The record is written by selects over its K·(d + 2) entries each
-step (an index that differs between members is no kernel's indexed write): a cost that grows
-with ``max_crossings``.
+(:class:`lpjax._member.FixedMember`), :class:`AdaptiveEventMember` to an adaptive one (each
+accepted step a step of the events), both on :class:`AbstractEventMember`: the carry holds the
+events' values at the state, the counts and the record, so that every kernel (scan, entries,
+fused, native) runs it. The search is a ``while`` loop that makes no trip where no member of a
+block crossed. The record is written by selects over its K·(d + 2) entries each step (an index
+that differs between members is no kernel's indexed write): a cost that grows with
+``max_crossings``.
 """
 
 from __future__ import annotations
