@@ -79,6 +79,9 @@ class _Coordinate:
     def __hash__(self):
         return hash(("coordinate", self.index))
 
+    def __repr__(self):
+        return f"y[{self.index}]"
+
 
 def _default_axes(surface: int, d: int) -> list:
     return [a for a in range(d) if a != surface][:2]

@@ -26,6 +26,7 @@ that differs between members is no kernel's indexed write): a cost that grows wi
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any, Callable, ClassVar, NamedTuple, Sequence, Union, final
 
 import equinox as eqx
@@ -315,8 +316,17 @@ def record_stats(rec: _Record) -> dict:
 
 
 def describe_event(e: Event) -> dict:
-    """An event as a run's settings record it (JSON): its function by name, and its options."""
-    name = f"{getattr(e.cond, '__module__', '?')}.{getattr(e.cond, '__qualname__', type(e.cond).__name__)}"
+    """An event as a run's settings record it (JSON), so that a store is resumed only with the
+    same events: its function by name and, for a Python function, a digest of its code (its
+    bytecode, constants and names: two lambdas on other coordinates differ), and its options."""
+    cond = e.cond
+    name = f"{getattr(cond, '__module__', '?')}.{getattr(cond, '__qualname__', type(cond).__name__)}"
+    code = getattr(cond, "__code__", None)
+    if code is not None:
+        text = repr((code.co_code, code.co_consts, code.co_names)).encode()
+        name += f" [{hashlib.sha256(text).hexdigest()[:12]}]"
+    elif type(cond).__repr__ is not object.__repr__:  # (an object's own repr; the default one names its address)
+        name += f" [{cond!r}]"
     return {"cond": name, "direction": e.direction, "terminal": bool(e.terminal), "max_crossings": e.max_crossings}
 
 

@@ -215,3 +215,25 @@ def test_events_with_adaptive_steps():
         np.testing.assert_allclose(top.events.ts[i, :n], ts[:n], rtol=0, atol=1e-8)
         np.testing.assert_allclose(_casimirs(top.events.ys[i, :n]), np.broadcast_to(_casimirs(TOPS[i]), (n, 2)),
                                    rtol=0, atol=1e-13)
+
+
+def test_a_store_with_events_resumes_bit_for_bit_and_refuses_other_events(tmp_path):
+    """Chunks lost from a store with a section resume to the record of an uninterrupted run, bit
+    for bit; resuming with other events is refused (the events are in the fingerprint: a lambda
+    on another coordinate is another event, by the digest of its code)."""
+    import zarr
+
+    kw = dict(events=SECTION, chunk_size=4, kernel="native")
+    whole = lpjax.ensemble(HT, lpjax.GaussLegendre(2), TOPS, 0.02, 500, **kw)
+    path = str(tmp_path / "s.zarr")
+    lpjax.ensemble(HT, lpjax.GaussLegendre(2), TOPS, 0.02, 500, out=path, **kw)
+    group = zarr.open_group(path, mode="r+")
+    group["chunk_done"][1:3] = 0  # chunks 1 and 2 lost: their rows overwritten
+    group["stats/event_ts"][4:12] = 0.0
+    group["stats/event_count"][4:12] = 0
+    resumed = lpjax.ensemble(HT, lpjax.GaussLegendre(2), TOPS, 0.02, 500, out=path, resume=True, **kw)
+    for a, b in zip(resumed.events, whole.events):
+        np.testing.assert_array_equal(np.asarray(a[:]), np.asarray(b))
+    other = lpjax.Event(lambda t, y: y[4], direction=1, terminal=False, max_crossings=10)
+    with pytest.raises(ValueError, match="fingerprint|settings"):
+        lpjax.ensemble(HT, lpjax.GaussLegendre(2), TOPS, 0.02, 500, out=path, resume=True, **{**kw, "events": other})
