@@ -377,24 +377,3 @@ class AdaptiveEventMember(AbstractEventMember):
     def summary(self, dyn_m, carry):
         y, result, stats = self.inner.summary(dyn_m, carry.inner)
         return y, result, {**stats, **record_stats(carry.rec)}
-
-
-@eqx.filter_jit
-def run_events(member: EventMember, dyn, y0, throw: bool):
-    """One run of ``member`` from ``y0`` (``dyn``: the system's arrays), as :func:`lpjax.integrate`
-    returns it: ``(ys at the saves, the carry at the end, its summary)``; ``throw``: a failed
-    run (other than a terminal event) raises with its result's message."""
-    carry = member.init(dyn, y0)
-    first = member.observe(dyn, carry)
-
-    def one_save(c, _):
-        c = member.advance(dyn, c)
-        return c, member.observe(dyn, c)
-
-    carry, saved = jax.lax.scan(one_save, carry, None, length=member.n_steps // member.save_every)
-    ys = jnp.concatenate([first[None], saved])
-    result = carry.inner.result
-    if throw:
-        bad = (result != RESULTS.successful) & (result != RESULTS.event_occurred)
-        ys = result.error_if(ys, bad)
-    return ys, carry, member.summary(dyn, carry)

@@ -18,9 +18,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, PyTree
 
 from ._adaptive import adaptive_member
-from ._events import EventRecord, as_events, event_record, run_events, with_events
+from ._events import EventRecord, as_events, event_record, with_events
 from ._adjoint import loop
-from ._integrate_adaptive import solve
+from ._integrate_adaptive import run_member, solve
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
 from ._member import Carry, FixedMember, count_dtype
@@ -364,7 +364,7 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
     record = None
     if events:  # traced: a failure raises inside
-        ys, carry, (_, _, stats) = run_events(with_events(inner, events), dyn, y0, bool(throw) and traced)
+        ys, carry, (_, _, stats) = run_member(with_events(inner, events), dyn, y0, bool(throw) and traced)
         result, state, record = carry.inner.result, carry.inner.state, event_record(stats)
         stats = {k: v for k, v in stats.items() if not k.startswith("event_")}
     else:

@@ -1,6 +1,7 @@
-"""``integrate`` with a controller: one trajectory run by the ensembles' adaptive member
-(:class:`lpjax._adaptive.AdaptiveMember`), the same program and so the same steps, and its
-gradient by the discrete adjoint over the accepted steps.
+"""``integrate`` through the ensembles' member programs: with a controller, one trajectory run
+by the adaptive member (:class:`lpjax._adaptive.AdaptiveMember`), the same program and so the
+same steps, and its gradient by the discrete adjoint over the accepted steps (:func:`solve`);
+with events, the event members (:func:`run_member`).
 
 The forward run is a ``lax.scan`` over the save times of the member's ``step`` (a ``while`` of
 attempts up to the next save time), as an ensemble's scan kernel runs it. Under reverse mode
@@ -24,11 +25,13 @@ from ._adaptive import AdaptiveMember
 from ._integrator import RESULTS
 from ._integrator._error_estimates import step_and_error
 
-__all__ = ["solve"]
+__all__ = ["run_member", "solve"]
 
 
-def _run(member: AdaptiveMember, dyn, y0, taped: bool):
-    """``(ys, carry, tape, accepted at each save)`` of the member from ``y0``."""
+def _run(member, dyn, y0, taped: bool):
+    """``(ys, carry, tape, accepted at each save)`` of a member program from ``y0``: a
+    ``lax.scan`` over its saves; ``taped`` (an adaptive member): with the tape of its accepted
+    steps (else the last two are None)."""
     carry = member.init(dyn, y0)
     first = member.observe(dyn, carry)
     tape = None
@@ -38,12 +41,13 @@ def _run(member: AdaptiveMember, dyn, y0, taped: bool):
 
     def one_save(ct, _):
         c, tape = ct
-        c, tape = member.step_taped(dyn, c, tape) if taped else (member.step(dyn, c), None)
-        return (c, tape), (member.observe(dyn, c), c.accepted)
+        c, tape = member.step_taped(dyn, c, tape) if taped else (member.advance(dyn, c), None)
+        return (c, tape), (member.observe(dyn, c), c.accepted if taped else None)
 
-    (carry, tape), (saved, accepted) = jax.lax.scan(one_save, (carry, tape), None, length=member.n_steps)
+    n_save = member.n_steps // member.save_every
+    (carry, tape), (saved, accepted) = jax.lax.scan(one_save, (carry, tape), None, length=n_save)
     ys = jnp.concatenate([first[None], saved])
-    return ys, carry, tape, jnp.concatenate([jnp.zeros((1,), accepted.dtype), accepted])
+    return ys, carry, tape, None if accepted is None else jnp.concatenate([jnp.zeros((1,), accepted.dtype), accepted])
 
 
 def _outputs(member, dyn, ys, carry, throw: bool):
@@ -109,3 +113,15 @@ def solve(member: AdaptiveMember, dyn, y0, throw: bool):
     failed run raises (``eqx.error_if``) with its result's message."""
     return _solve((dyn, y0), member, throw)
 
+
+@eqx.filter_jit
+def run_member(member, dyn, y0, throw: bool):
+    """One run of a member program (an event member: no gradient through its search) from
+    ``y0``, as :func:`lpjax.integrate` returns it: ``(ys at the saves, the carry at the end, its
+    summary)``; ``throw``: a failed run (other than a terminal event) raises with its result's
+    message."""
+    ys, carry, _, _ = _run(member, dyn, y0, False)
+    result = carry.inner.result
+    if throw:
+        ys = result.error_if(ys, (result != RESULTS.successful) & (result != RESULTS.event_occurred))
+    return ys, carry, member.summary(dyn, carry)

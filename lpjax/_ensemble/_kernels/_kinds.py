@@ -99,6 +99,9 @@ class AbstractBlocks(AbstractKernel):
     threads: eqx.AbstractVar[Optional[int]]
     vmap: eqx.AbstractClassVar[bool]
 
+    def __check_init__(self):
+        _positive(self.threads, f"{type(self).__name__}: threads")
+
     def check(self, platform: str) -> None:
         pass
 
@@ -131,9 +134,6 @@ class Scan(AbstractBlocks):
     how: ClassVar[str] = "under vmap"
     vmap: ClassVar[bool] = True
 
-    def __check_init__(self):
-        _positive(self.threads, "Scan: threads")
-
     def prepare(self, member, dyn, y0s, batched: bool, platform: str) -> None:
         pass
 
@@ -150,9 +150,6 @@ class Entries(AbstractBlocks):
     on_host: ClassVar[bool] = False
     how: ClassVar[str] = "entry by entry"
     vmap: ClassVar[bool] = False
-
-    def __check_init__(self):
-        _positive(self.threads, "Entries: threads")
 
     def prepare(self, member, dyn, y0s, batched: bool, platform: str) -> None:
         _trace(self, member, dyn, y0s, batched, platform)
