@@ -190,25 +190,36 @@ def _write(rec: _Record, e: int, keep, t, y) -> _Record:
 def after_step(events: tuple, method, system, rec: _Record, state0, t0, state1, t1, live, dtype):
     """The events over one step from ``(t0, state0)`` to ``(t1, state1)`` (``live``: a step that
     counts): ``(record, stop, t, state)``, where ``stop`` says a terminal event ended the member
-    at ``t`` in ``state`` (else ``t1``, ``state1``)."""
+    at ``t`` in ``state`` (else ``t1``, ``state1``). The search and the writes are a ``cond`` on
+    a crossing: a branch that the native kernel takes per member, in a member loop of its own
+    (the record is then read and written only where a member crossed); other kernels select."""
     y1 = method.observe(system, state1)
     g1 = _conds(events, t1, y1, dtype)
-    found = []
-    for e, ev in enumerate(events):
-        crossed = live & _crossed(rec.g[e], g1[e], ev.direction) & (rec.counts[e] < ev.max_crossings)
-        found.append((crossed, *_locate(ev.cond, method, system, state0, t0, t1 - t0, rec.g[e], g1[e], y1, crossed,
-                                        dtype)))
-    stop_tau = jnp.full((), jnp.inf, dtype)  # the first terminal crossing in this step, if any
-    for (crossed, tau, _), ev in zip(found, events):
-        if ev.terminal:
-            stop_tau = jnp.where(crossed, jnp.minimum(stop_tau, tau), stop_tau)
-    for e, (crossed, tau, y) in enumerate(found):
-        rec = _write(rec, e, crossed & (tau <= stop_tau), t0 + tau, y)
-    stop = jnp.isfinite(stop_tau)
-    state = _stepped(method, system, state0, stop_tau, state1, stop) if any(e.terminal for e in events) else state1
-    t = jnp.where(stop, t0 + stop_tau, t1)
-    g = jnp.where(stop, _conds(events, t, method.observe(system, state), dtype), g1)
-    return eqx.tree_at(lambda r: r.g, rec, g), stop, t, state
+    crossed = jnp.stack([live & _crossed(rec.g[e], g1[e], ev.direction) & (rec.counts[e] < ev.max_crossings)
+                         for e, ev in enumerate(events)])
+
+    def found(rec, state1, y1, g1, crossed, _):
+        located = [_locate(ev.cond, method, system, state0, t0, t1 - t0, rec.g[e], g1[e], y1, crossed[e], dtype)
+                   for e, ev in enumerate(events)]
+        stop_tau = jnp.full((), jnp.inf, dtype)  # the first terminal crossing in this step, if any
+        for e, ((tau, _), ev) in enumerate(zip(located, events)):
+            if ev.terminal:
+                stop_tau = jnp.where(crossed[e], jnp.minimum(stop_tau, tau), stop_tau)
+        for e, (tau, y) in enumerate(located):
+            rec = _write(rec, e, crossed[e] & (tau <= stop_tau), t0 + tau, y)
+        stop = jnp.isfinite(stop_tau)
+        if not any(e.terminal for e in events):
+            return eqx.tree_at(lambda r: r.g, rec, g1), stop, t1, state1
+        state = _stepped(method, system, state0, stop_tau, state1, stop)
+        t = jnp.where(stop, t0 + stop_tau, t1)
+        g = jnp.where(stop, _conds(events, t, method.observe(system, state), dtype), g1)
+        return eqx.tree_at(lambda r: r.g, rec, g), stop, t, state
+
+    def none(rec, state1, y1, g1, crossed, hit):  # (every output an operand: hit is False here)
+        return eqx.tree_at(lambda r: r.g, rec, g1), hit, t1, state1
+
+    hit = jnp.any(crossed)
+    return jax.lax.cond(hit, found, none, rec, state1, y1, g1, crossed, hit)
 
 
 @final

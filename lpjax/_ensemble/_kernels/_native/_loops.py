@@ -118,8 +118,10 @@ def _masked_while(ctx, init, avals, cond, body):
 
     def one_pass():
         carry = ctx.get(regions, avals)
-        go = ctx.fetch(flag, bool_)
+        go, outer = ctx.fetch(flag, bool_), ctx.mask
+        ctx.mask = go if outer is None else ctx.op("and", outer, go, bool_)
         new = body(carry)
+        ctx.mask = outer
         kept = []
         for n, c, a in zip(new, carry, avals):
             e, out = ctx.entries(n, a.shape), np.empty(a.shape, object)
@@ -153,22 +155,90 @@ def _cond(ctx, eqn, vals):
                 out[i] = ctx.bind(lax.select_n_p, [idx] + [e[i] for e in es], {})
             result.append(out)
         return result
+    idx = ctx.apply("clamp", [0, ctx.cast(idx, np.int32), len(branches) - 1], [np.dtype(np.int32)] * 3)
+    if ctx.splits():
+        return _branched(ctx, branches, idx, ops, avals)
     slots = ctx.each(avals, lambda k, a, i: ctx.slot(a.dtype))
-    tag, dt = ctx.fresh("C"), dtype_of(idx)
-    if dt == np.bool_:
-        idx = ctx.cast(idx, np.int32)
-    clamped = ctx._scalar("clamp", [0, idx, len(branches) - 1], [dtype_of(idx)] * 3, {})
-    cases = " ".join(f"{llvm_type(dtype_of(idx))} {k}, label %{tag}b{k}" for k in range(len(branches) - 1))
-    ctx.emit(f"switch {llvm_type(dtype_of(idx))} {lit(clamped)}, label %{tag}b{len(branches) - 1} [{cases}]")
     ctx.level += 1
-    for k, b in enumerate(branches):
-        ctx.label(f"{tag}b{k}")
-        ctx.write(slots, evaluate(ctx, b.jaxpr, b.consts, list(ops)), avals)
-        ctx.emit(f"br label %{tag}x")
-    ctx.label(f"{tag}x")
+    _switch(ctx, branches, idx, ops, lambda b, outs: ctx.write(slots, outs, avals))
     ctx.level -= 1
     return ctx.read(slots, avals)
 
 
+def _switch(ctx, branches, idx, ops, keep) -> None:
+    """A branch per value of ``idx`` (an i32), each evaluating its jaxpr on ``ops`` and handing
+    ``(branch index, outputs)`` to ``keep``."""
+    tag = ctx.fresh("C")
+    cases = " ".join(f"i32 {k}, label %{tag}b{k}" for k in range(len(branches) - 1))
+    ctx.emit(f"switch i32 {ctx.ref(idx, np.int32)}, label %{tag}b{len(branches) - 1} [{cases}]")
+    for k, b in enumerate(branches):
+        ctx.label(f"{tag}b{k}")
+        keep(k, evaluate(ctx, b.jaxpr, b.consts, list(ops)))
+        ctx.emit(f"br label %{tag}x")
+    ctx.label(f"{tag}x")
+
+
+def _passed(branch, k: int):
+    """The operand that output ``k`` of ``branch`` is, unchanged (its index), else None."""
+    out = branch.jaxpr.outvars[k]
+    return next((j for j, v in enumerate(branch.jaxpr.invars) if v is out), None)
+
+
+def _branched(ctx, branches, idx, ops, avals):
+    """A ``cond`` around loops at the top of a member loop: a member loop of its own in which
+    each member takes its own branch (its loops per member, scalar; the member loops before
+    and after vectorize), inside a masked ``while`` only where the member's condition holds
+    (:attr:`IR.mask`). The outputs pass to later loops through regions. An output that a
+    branch passes unchanged from an operand stays where that operand is: the region it was
+    fetched from (a carry entry), or one that the loop defining it stores it into. Such a
+    branch stores nothing there; one that changes nothing is not entered, and the operands
+    are loaded only inside the branches: a record that a rare branch writes costs a flag's
+    load and a test in the steps that do not take it."""
+    regions, kept, taken = [], [], set()  # kept[k]: the operand that output k stays in the place of, or None
+    for k, a in enumerate(avals):
+        passed = {_passed(b, k) for b in branches} - {None}
+        j = passed.pop() if len(passed) == 1 else None
+        src = ctx.entries(ops[j], a.shape) if j is not None else None
+        r, stays = np.empty(a.shape, object), np.zeros(a.shape, bool)
+        for i in np.ndindex(a.shape):
+            region = ctx.held_region(src[i]) if src is not None else None
+            if region is None or region in taken:
+                region = ctx.region()
+                stays[i] = src is not None and ctx.spill_to(src[i], region)
+            else:
+                stays[i] = True
+            r[i] = region
+            taken.add(region)
+        regions.append(r)
+        kept.append((j, stays))
+    idle = [b for b, br in enumerate(branches)  # branches that change nothing
+            if all(st.all() and _passed(br, k) == j for k, (j, st) in enumerate(kept))]
+    go = ctx.mask if ctx.mask is not None else True
+    for b in idle:
+        go = ctx.op("and", go, ctx.op("icmp ne", idx, b, np.int32, np.bool_), np.bool_)
+    flag = ctx.region()
+    ctx.keep(go, flag, np.bool_)
+    ctx.close()
+    ctx.open()
+    ctx.level += 1
+    tag, reload = ctx.fresh("B"), ctx.lines.pop()  # (the operands' loads: inside the branches)
+    ctx.emit(f"br i1 {ctx.fetch(flag, np.bool_).name}, label %{tag}t, label %{tag}x")
+    ctx.label(f"{tag}t")
+    ctx.lines.append(reload)
+
+    def keep(b: int, outs) -> None:
+        for k, (o, a) in enumerate(zip(outs, avals)):
+            e, (j, stays) = ctx.entries(o, a.shape), kept[k]
+            for i in np.ndindex(a.shape):
+                if not (stays[i] and _passed(branches[b], k) == j):
+                    ctx.keep(e[i], regions[k][i], a.dtype)
+
+    _switch(ctx, branches, idx, ops, keep)
+    ctx.emit(f"br label %{tag}x")
+    ctx.label(f"{tag}x")
+    ctx.level -= 1
+    ctx.close()
+    ctx.open()
+    return ctx.get(regions, avals)
 
 CONTROL = {"scan": _scan, "while": _while, "cond": _cond}

@@ -188,7 +188,7 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
     ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
     ctx.counted(Sym("%chunks", _I64), run)
     text = _module(ctx, chunk, flush_denormals)  # places the scratch traffic: the last regions
-    return text, ctx.regions * chunk
+    return text, ctx.scratch_slots
 
 
 def _arguments(ctx: IR, counts: list) -> list:
