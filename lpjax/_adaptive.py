@@ -175,6 +175,9 @@ class AdaptiveMember(AbstractMember):
         """One save interval (``step``: :meth:`step` batched over the members, if given)."""
         return (step or self.step)(dyn_m, carry)
 
+    def finished(self, dyn_m, carry):
+        return None
+
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)
         return self.observe_fn(system, self.method.observe(system, carry.state))

@@ -300,6 +300,10 @@ class EventMember(AbstractEventMember):
                                                                                    carry.rec.g), (inner, k, t, rec.g))
         return _EventCarry(inner, k, t, eqx.tree_at(lambda r: r.g, rec, g))
 
+    def finished(self, dyn_m, carry: _EventCarry):
+        """A member stopped by a terminal event (its steps keep its carry), else None: no event stops it."""
+        return carry.inner.result == RESULTS.event_occurred if any(e.terminal for e in self.events) else None
+
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
         return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
@@ -381,6 +385,9 @@ class AdaptiveEventMember(AbstractEventMember):
             return eqx.tree_at(lambda c: (c.state, c.t, c.result), after, (state, t, result)), rec
 
         return _AdaptiveEventCarry(*self.inner.until_save(dyn_m, carry.inner, carry.rec, record))
+
+    def finished(self, dyn_m, carry):
+        return None  # (its attempts stop at a terminal event already; its lane is not given to another)
 
     def advance(self, dyn_m, carry, step=None):
         return (step or self.step)(dyn_m, carry)

@@ -14,7 +14,9 @@ kernel (scan, entries, fused, native) batches over a block of members, the membe
 kernels' time loop: saves after the first), ``save_every``, ``dtype``, ``replays`` (whether
 the kernels may run steps untested and replay a member that is not finite) and ``sorts``
 (whether the runner orders the members by predicted cost: then it has ``step_estimate(dyn_m,
-y0)``, the smaller the dearer). A per-member feature (an event, a tangent vector, a noise
+y0)``, the smaller the dearer), and ``finished(dyn_m, carry)``: a member done before the end,
+whose steps leave its carry as it is (a terminal event), so that a kernel may give its lane to
+another (the native kernel does). A per-member feature (an event, a tangent vector, a noise
 increment) is a member that carries its state in the carry and keeps to these pieces: every
 kernel then runs it.
 """
@@ -115,6 +117,13 @@ class AbstractMember(eqx.Module):
     def summary(self, dyn_m, carry):
         """``(final state, result code, statistics)``."""
 
+    @abc.abstractmethod
+    def finished(self, dyn_m, carry):
+        """Whether the member is done before the end of the run (a bool), where its :meth:`step`
+        leaves the carry as it is, bit for bit: a kernel may then stop stepping it and give its
+        lane to a member still running. None for a program whose members always run to the end
+        (known when traced)."""
+
 
 @final
 class FixedMember(AbstractMember):
@@ -204,6 +213,9 @@ class FixedMember(AbstractMember):
             stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
                      "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps, **stats}
         return y, carry.result._value, stats
+
+    def finished(self, dyn_m, carry):
+        return None
 
     def summary_and_finite(self, dyn_m, carry):
         """:meth:`summary`, and whether the state is finite (int32 1 or 0): with ``replay="none"``

@@ -97,6 +97,8 @@ class AbstractEmitter(Context, abc.ABC):
         self.placed = None  # the reload lines, once placed (text())
         self.hoisted = []  # the entry block's operations on values of the whole run
         self.mask = None  # inside a masked while's pass: the member's flag (its condition held)
+        self.bound = "%n"  # the members a member loop runs: the chunk's, or (lanes given up) those still running
+        self.rows = None  # once lanes move: the region of each lane's member (its row in the caller's arrays)
 
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
@@ -336,7 +338,7 @@ class AbstractEmitter(Context, abc.ABC):
         self.segment = seg
         self.tag = self.seg_tag[seg] = f", !llvm.access.group {g}"
         self.i = self.load(counter, np.int64)
-        go = self.new(f"icmp slt i64 {self.i.name}, %n", np.bool_)
+        go = self.new(f"icmp slt i64 {self.i.name}, {self.bound}", np.bool_)
         self.emit(f"br i1 {go.name}, label %M{seg}b, label %M{seg}x")
         self.label(f"M{seg}b")
         self.seg_i[seg], self.spills[seg], self.reloads[seg] = self.i, [], []

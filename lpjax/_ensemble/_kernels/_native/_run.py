@@ -271,8 +271,10 @@ def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtyp
     y_aval = jax.ShapeDtypeStruct((d,), dtype)
     pieces, shapes = {}, {}
     pieces["init"], carry_shape = trace_member(piece("init"), mem_avals, dyn_avals, y_aval)
-    for name in ("step", "observe", "summary"):
+    for name in ("step", "observe", "summary", "finished"):
         pieces[name], shapes[name] = trace_member(piece(name), mem_avals, dyn_avals, carry_shape)
+    if shapes.pop("finished") is None:  # (members that all run to the end)
+        del pieces["finished"]
     carry_avals = jax.tree.leaves(carry_shape)
     text, scratch = source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
                            "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},

@@ -40,7 +40,7 @@ def _address(ctx: IR, base: str, index, dtype) -> str:
 def _index(ctx: IR, size: int, e: int, save=None, saves: int = 1):
     """The flat index of entry ``e`` of the current member (``lo + i``) in a members-first
     array of ``size`` entries a member (at save ``save`` of ``saves``, for observables)."""
-    row = ctx.op("add", Sym("%lo", _I64), ctx.i, _I64)
+    row = ctx.op("add", Sym("%lo", _I64), ctx.i if ctx.rows is None else ctx.fetch(ctx.rows, _I64), _I64)
     if save is not None:
         row = ctx.op("add", ctx.op("mul", row, saves, _I64), save, _I64)
     return ctx.op("add", ctx.op("mul", row, size, _I64), e, _I64)
@@ -115,6 +115,48 @@ def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> No
     ctx.label(f"{tag}x")
 
 
+FREE_EVERY = 8  # steps between the passes that give up the lanes of finished members
+
+
+def _give_up(ctx: IR, finished, regions: list, running: str) -> None:
+    """Give up the lanes of finished members: ``finished()`` (a flag, in a member loop over the
+    lanes still running, ``running`` of them, a stack slot) and a scalar pass over those lanes
+    that swaps each finished one with the last running lane, in every region of ``regions``
+    (``(region, dtype)``: the carry's, each lane's row, the flags) and takes one from
+    ``running``. The lanes ``running …`` keep their finished members' carry for the saves and
+    the summary; the member loops of the steps run over the others alone."""
+    flag = ctx.region()
+    ctx.bound = ctx.load(running, _I64).name
+    ctx.members(lambda: ctx.keep(finished(), flag, np.bool_))
+    ctx.bound = "%n"
+    i, m, tag = ctx.slot(_I64), ctx.slot(_I64), ctx.fresh("F")
+    ctx.store(np.int64(0), i, _I64)
+    ctx.store(ctx.load(running, _I64), m, _I64)
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}h")
+    at, last = ctx.load(i, _I64), ctx.load(m, _I64)
+    ctx.emit(f"br i1 {ctx.op('icmp slt', at, last, _I64, np.bool_).name}, label %{tag}b, label %{tag}x")
+    ctx.label(f"{tag}b")
+    done = ctx.op("icmp ne", ctx.load(ctx.element(flag, _I64, at), _I64), 0, _I64, np.bool_)
+    ctx.emit(f"br i1 {done.name}, label %{tag}s, label %{tag}n")
+    ctx.label(f"{tag}n")
+    ctx.store(ctx.op("add", at, 1, _I64), i, _I64)
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}s")
+    other = ctx.op("sub", last, 1, _I64)
+    ctx.store(other, m, _I64)
+    for region, dt in regions + [(flag, _I64)]:
+        a, b = ctx.element(region, dt, at), ctx.element(region, dt, other)
+        x, y = ctx.load(a, dt), ctx.load(b, dt)
+        ctx.store(y, a, dt)
+        ctx.store(x, b, dt)
+        ctx.stores += 1  # (at trace time: a value fetched from the region before is not there any more)
+        ctx.version[region] = ctx.stores
+    ctx.emit(f"br label %{tag}h")
+    ctx.label(f"{tag}x")
+    ctx.store(ctx.load(m, _I64), running, _I64)
+
+
 def _flush_denormals(ctx: IR) -> tuple[list, list]:
     """Instructions that set the x86 control register to flush denormal results and inputs to
     zero (as XLA:CPU runs), and that restore it."""
@@ -166,10 +208,27 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
     def observe(s):
         _write(ctx, piece("observe", inputs()), O, obs_sizes, ctx.op("add", s, 1, _I64), n_save + 1)
 
-    def steps():
-        ctx.counted(save_every, lambda _: ctx.members(step))
+    frees = "finished" in pieces  # members done before the end give their lanes up (_give_up)
+    running, rows = (ctx.slot(_I64), ctx.region()) if frees else (None, None)
+    lanes = [(r, np.dtype(_I64) if a.dtype == np.bool_ else a.dtype) for v, a in zip(carry, carry_avals)
+             for r in np.ravel(v)] + [(rows, _I64)]
 
-    speculate = ctx.slot(np.bool_) if _speculates(pieces["step"].jaxpr, save_every, speculate_every) else None
+    def running_step(j):
+        ctx.bound = ctx.load(running, _I64).name
+        ctx.members(step)
+        ctx.bound = "%n"
+        due, tag = ctx.op("icmp eq", ctx.op("and", j, FREE_EVERY - 1, _I64), FREE_EVERY - 1, _I64, np.bool_), ctx.fresh("G")
+        ctx.emit(f"br i1 {due.name}, label %{tag}d, label %{tag}x")
+        ctx.label(f"{tag}d")
+        _give_up(ctx, lambda: piece("finished", inputs())[0][0], lanes, running)
+        ctx.emit(f"br label %{tag}x")
+        ctx.label(f"{tag}x")
+
+    def steps():
+        ctx.counted(save_every, running_step if frees else lambda _: ctx.members(step))
+
+    speculate = (ctx.slot(np.bool_) if not frees and _speculates(pieces["step"].jaxpr, save_every, speculate_every)
+                 else None)
 
     def run(c):  # the chunk starting at member lo0 + c · chunk
         ctx.emit(f"%lo = add i64 %lo0, {lit(ctx.op('mul', c, chunk, _I64))}")
@@ -177,6 +236,10 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
         ctx.emit(f"%short = icmp slt i64 %left, {chunk}")
         ctx.emit(f"%n = select i1 %short, i64 %left, i64 {chunk}")
         ctx.members(init)
+        if frees:  # lane i runs member i, until lanes are given up
+            ctx.members(lambda: ctx.keep(ctx.i, rows, _I64))
+            ctx.store(Sym("%n", _I64), running, _I64)
+            ctx.rows = rows
         if speculate is None:
             ctx.counted(n_save, lambda s: (steps(), ctx.members(functools.partial(observe, s))))
         else:
@@ -184,6 +247,7 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
             ctx.counted(n_save, lambda s: (_speculated(ctx, steps, carry, carry_avals, avals["y"].dtype, speculate),
                                            ctx.members(functools.partial(observe, s))))
         ctx.members(lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes))
+        ctx.rows = None
 
     ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
     ctx.counted(Sym("%chunks", _I64), run)
