@@ -161,6 +161,9 @@ class _Probe(eqx.Module):
     def summary(self, dyn, carry):
         return carry, jnp.zeros((), jnp.int32), {}
 
+    def finished(self, dyn, carry):
+        return None
+
 
 def _probes(kind: str) -> list:
     return [(name, k) for name, cases in PROBES.items() for k, (kd, _) in enumerate(cases) if kd == kind]
