@@ -220,25 +220,44 @@ class AbstractEmitter(Context, abc.ABC):
             return v
         return self.each(avals, one)
 
-    def fetch(self, region: int, dtype) -> Sym:
+    def fetch(self, region: int, dtype, lane=None) -> Sym:
         """This member's value in ``region``, frozen (see :meth:`get`); a flag is kept as an i64
-        (an i8 flag's loads and stores do not vectorize)."""
+        (an i8 flag's loads and stores do not vectorize). ``lane``: that lane's value instead
+        (a gather)."""
         if np.dtype(dtype) == np.bool_:
-            return self.op("icmp ne", self.fetch(region, np.int64), 0, np.int64, np.bool_)
-        loaded = self.load(self.element(region, dtype), dtype, array=True)
+            return self.op("icmp ne", self.fetch(region, np.int64, lane), 0, np.int64, np.bool_)
+        loaded = self.load(self.element(region, dtype, lane), dtype, array=True)
         v = self.new(f"freeze {llvm_type(dtype)} {loaded.name}", dtype)
-        self.origin[v.name] = (region, self.version.get(region, 0))
+        if lane is None:
+            self.origin[v.name] = (region, self.version.get(region, 0))
         return v
 
-    def keep(self, x, region: int, dtype) -> None:
-        """Store ``x`` as this member's value in ``region`` (see :meth:`fetch`)."""
+    def keep(self, x, region: int, dtype, lane=None) -> None:
+        """Store ``x`` as this member's value in ``region`` (see :meth:`fetch`); ``lane``: as that
+        lane's (a scatter)."""
         if np.dtype(dtype) == np.bool_:
             x, dtype = self.cast(x, np.int64), np.int64
-        self.store(x, self.element(region, dtype), dtype, array=True)
+        self.store(x, self.element(region, dtype, lane and self.here(lane)), dtype, array=True)
         self.stores += 1
-        self.version[region], self.held[self.segment, region] = self.stores, x
+        self.version[region] = self.stores
+        if lane is None:
+            self.held[self.segment, region] = x
         for key in self.pins.pop((self.segment, region), ()):  # read before this store: through the spill
             del self.direct[key]
+
+    def place(self, x):
+        """The region that holds ``x`` (a value of a member loop of this pass) when later loops of
+        the pass run: the one it was fetched from, if unchanged since, else its spill; None for a
+        value of the whole run or a constant."""
+        if not is_sym(x) or x.seg is None or x.seg == ENTRY:
+            return None
+        region = self.held_region(x)
+        if region is None:
+            region = self.spilled.get(x.name)
+            if region is None:
+                region = self.spilled[x.name] = self.region()
+                self.spill_to(x, region)
+        return region
 
     def put(self, regions, values, avals) -> None:
         """``values`` into ``regions``, except where a region already holds that very value in this

@@ -10,7 +10,7 @@ from jax import lax
 
 from .._entrywise import Unfusable, _scan_operands, evaluate
 from .._entrywise_rules import _is_entries
-from ._ir import dtype_of, is_sym, lit, llvm_type
+from ._ir import Sym, dtype_of, is_sym, lit, llvm_type
 
 __all__ = ["CONTROL", "uses"]
 
@@ -216,8 +216,14 @@ def _branched(ctx, branches, idx, ops, avals):
     go = ctx.mask if ctx.mask is not None else True
     for b in idle:
         go = ctx.op("and", go, ctx.op("icmp ne", idx, b, np.int32, np.bool_), np.bool_)
-    flag = ctx.region()
+    flag, anyone = ctx.region(), ctx.slot(np.bool_)
+    ctx.slots.append(f"  store i1 false, ptr {anyone}")  # (at the kernel's entry; cleared after each use)
     ctx.keep(go, flag, np.bool_)
+    ctx.store(ctx.op("or", ctx.load(anyone, np.bool_), go, np.bool_), anyone, np.bool_)
+    busy = [b for b in range(len(branches)) if b not in idle]
+    if len(busy) == 1:
+        return _gathered(ctx, branches[busy[0]], ops, avals, regions, [(j, st) if _passed(branches[busy[0]], k) == j
+                                                                        else (None, st) for k, (j, st) in enumerate(kept)], flag, anyone)
     ctx.close()
     ctx.open()
     ctx.level += 1
@@ -240,5 +246,59 @@ def _branched(ctx, branches, idx, ops, avals):
     ctx.close()
     ctx.open()
     return ctx.get(regions, avals)
+
+def _gathered(ctx, branch, ops, avals, regions, kept, flag: int, anyone: str):
+    """:func:`_branched` where one branch alone does anything: the lanes whose ``flag`` is set
+    are listed (a scalar pass over the chunk), and the branch runs over that list as member
+    loops of their own (a loop in it as passes over the listed members, which vectorize), its
+    operands gathered from the listed lanes and its outputs scattered back."""
+    places = [[(x, ctx.place(x)) for x in np.ravel(ctx.entries(o, v.aval.shape))]
+              for o, v in zip(ops, branch.jaxpr.invars)]
+    lanes, count = ctx.region(), ctx.slot(np.int64)
+    i64 = np.dtype(np.int64)
+    ctx.close()
+    ctx.store(np.int64(0), count, i64)
+    tag = ctx.fresh("G")
+    ctx.emit(f"br i1 {ctx.load(anyone, np.bool_).name}, label %{tag}l, label %{tag}x")
+    ctx.label(f"{tag}l")
+
+    def listed(i):
+        tag = ctx.fresh("K")
+        ctx.emit(f"br i1 {ctx.op('icmp ne', ctx.load(ctx.element(flag, i64, i), i64), 0, i64, np.bool_).name}, "
+                 f"label %{tag}t, label %{tag}x")
+        ctx.label(f"{tag}t")
+        at = ctx.load(count, i64)
+        ctx.store(i, ctx.element(lanes, i64, at), i64)
+        ctx.store(ctx.op("add", at, 1, i64), count, i64)
+        ctx.emit(f"br label %{tag}x")
+        ctx.label(f"{tag}x")
+
+    ctx.counted(Sym(ctx.bound, i64), listed)
+    n, outer = ctx.load(count, i64), (ctx.bound, ctx.mask)
+    ctx.emit(f"br i1 {ctx.op('icmp sgt', n, 0, i64, np.bool_).name}, label %{tag}t, label %{tag}x")
+    ctx.label(f"{tag}t")
+    ctx.bound, ctx.mask = n.name, None  # (every listed member takes the branch)
+    ctx.open()
+    lane = ctx.fetch(lanes, i64)
+    args = []
+    for (o, v), pl in zip(zip(ops, branch.jaxpr.invars), places):
+        e = np.empty(v.aval.shape, object)
+        for i, (x, region) in zip(np.ndindex(v.aval.shape), pl):
+            e[i] = x if region is None else ctx.fetch(region, x.dtype, lane)
+        args.append(e)
+    outs = evaluate(ctx, branch.jaxpr, branch.consts, args)
+    for k, (o, a) in enumerate(zip(outs, avals)):
+        e, (j, stays) = ctx.entries(o, a.shape), kept[k]
+        for i in np.ndindex(a.shape):
+            if not (stays[i] and j is not None):
+                ctx.keep(e[i], regions[k][i], a.dtype, lane)
+    ctx.close()
+    ctx.bound, ctx.mask = outer
+    ctx.emit(f"br label %{tag}x")
+    ctx.label(f"{tag}x")
+    ctx.store(False, anyone, np.bool_)
+    ctx.open()
+    return ctx.get(regions, avals)
+
 
 CONTROL = {"scan": _scan, "while": _while, "cond": _cond}
