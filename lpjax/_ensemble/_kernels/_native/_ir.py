@@ -1,5 +1,5 @@
-"""The LLVM IR writer under :mod:`lpjax._ensemble._kernels._native`: scalar SSA values (:class:`Sym`), constants,
-and :class:`AbstractEmitter`, which holds the instructions, the stack slots, the scratch regions of a
+"""The LLVM IR writer under :mod:`lpjax._ensemble._kernels._native`: :class:`AbstractEmitter` (on the
+scalar values of :mod:`._values`), which holds the instructions, the stack slots, the scratch regions of a
 chunk and its member loops. The operations are :mod:`lpjax._ensemble._kernels._native._rules` (through
 :mod:`lpjax._ensemble._kernels._native._context`); the loops of the
 member program :mod:`lpjax._ensemble._kernels._native._loops`."""
@@ -11,60 +11,13 @@ from typing import Callable
 
 import numpy as np
 
-from .._entrywise import Context, Unfusable
+from .._entrywise import Context
+from ._values import Sym, dtype_of, is_sym, lit, llvm_type
 
 __all__ = ["Sym", "AbstractEmitter", "lit", "llvm_type", "is_sym", "dtype_of", "ENTRY"]
 
 REGION_PAD = 64  # bytes between the end of a region of the scratch and the start of the next (see offset)
 ENTRY = 0  # the segment of values computed once, in the entry block (member loops count from 1)
-
-_TYPES = {np.dtype(k): v for k, v in (("float64", "double"), ("float32", "float"), ("int64", "i64"),
-                                      ("int32", "i32"), ("uint32", "i32"), ("int8", "i8"), ("uint8", "i8"),
-                                      ("bool", "i1"))}
-
-
-class Sym:
-    """A scalar SSA value of the generated code, and the member loop (``seg``) that defines
-    it (None: defined outside every member loop, the same for all members)."""
-
-    __slots__ = ("name", "dtype", "seg")
-
-    def __init__(self, name: str, dtype, seg=None):
-        self.name, self.dtype, self.seg = name, np.dtype(dtype), seg
-
-    def __repr__(self):
-        return f"Sym({self.name}: {self.dtype})"
-
-
-def is_sym(x) -> bool:
-    return isinstance(x, Sym)
-
-
-def dtype_of(x) -> np.dtype:
-    return x.dtype if is_sym(x) else np.asarray(x).dtype
-
-
-def llvm_type(dt) -> str:
-    """The LLVM type that holds ``dt`` (unsigned integers share their signed type)."""
-    dt = np.dtype(dt)
-    if dt not in _TYPES:
-        raise Unfusable(f"dtype {dt}")
-    return _TYPES[dt]
-
-
-def lit(x, dtype=None) -> str:
-    """A value as an operand: an SSA name, or a constant of ``dtype`` (default: its own)."""
-    if is_sym(x):
-        return x.name
-    a = np.asarray(x)
-    dt = np.dtype(dtype or a.dtype)
-    llvm_type(dt)
-    v = a.astype(dt).item()
-    if dt == np.bool_:
-        return "true" if v else "false"
-    if dt.kind == "f":  # the exact bits, as a double (LLVM writes float constants as doubles too)
-        return f"0x{np.float64(v).view(np.uint64):016X}"
-    return str(int(a.astype(dt).view(dt.str.replace("u", "i")))) if dt.kind == "u" else str(int(v))
 
 
 class AbstractEmitter(Context, abc.ABC):

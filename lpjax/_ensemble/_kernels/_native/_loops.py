@@ -10,7 +10,7 @@ from jax import lax
 
 from .._entrywise import Unfusable, _scan_operands, evaluate
 from .._entrywise_rules import _is_entries
-from ._ir import Sym, dtype_of, is_sym, lit, llvm_type
+from ._values import Sym, is_sym
 
 __all__ = ["CONTROL", "uses"]
 
