@@ -285,19 +285,28 @@ class EventMember(AbstractEventMember):
                            _start(self.events, self.method, self.system(dyn_m), c.state, t, self.dtype))
 
     def step(self, dyn_m, carry: _EventCarry) -> _EventCarry:
-        stopped = carry.inner.result == RESULTS.event_occurred
+        return self._step(dyn_m, carry, carry.inner.result == RESULTS.event_occurred)
+
+    def step_running(self, dyn_m, carry: _EventCarry) -> _EventCarry:
+        """:meth:`step` for a member known not to be finished (bit for bit: a stopped member's
+        carry is kept by selects, here on a flag that is false)."""
+        return self._step(dyn_m, carry, None)
+
+    def _step(self, dyn_m, carry: _EventCarry, stopped) -> _EventCarry:
         inner = self.inner.step(dyn_m, carry.inner)
         k = carry.k + 1
-        live = ~stopped & (inner.result == RESULTS.successful)
+        live = inner.result == RESULTS.successful
+        live = live if stopped is None else ~stopped & live
         rec, stop, t, state = after_step(self.events, self.method, self.system(dyn_m), carry.rec, carry.inner.state,
                                          carry.t, inner.state, k.astype(self.dtype) * self.inner.dt, live, self.dtype)
         if not any(e.terminal for e in self.events):  # nothing stops the member: no state to keep
             return _EventCarry(inner, k, t, rec)
         result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
         inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
-        # (the record is written only where a crossing is kept)
-        (inner, k, t, g) = jax.tree.map(lambda old, x: jnp.where(stopped, old, x), (carry.inner, carry.k, carry.t,
-                                                                                   carry.rec.g), (inner, k, t, rec.g))
+        g = rec.g
+        if stopped is not None:  # (the record is written only where a crossing is kept)
+            (inner, k, t, g) = jax.tree.map(lambda old, x: jnp.where(stopped, old, x),
+                                            (carry.inner, carry.k, carry.t, carry.rec.g), (inner, k, t, g))
         return _EventCarry(inner, k, t, eqx.tree_at(lambda r: r.g, rec, g))
 
     def finished(self, dyn_m, carry: _EventCarry):

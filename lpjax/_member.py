@@ -122,7 +122,10 @@ class AbstractMember(eqx.Module):
         """Whether the member is done before the end of the run (a bool), where its :meth:`step`
         leaves the carry as it is, bit for bit: a kernel may then stop stepping it and give its
         lane to a member still running. None for a program whose members always run to the end
-        (known when traced)."""
+        (known when traced). A program whose members finish also has ``step_running(dyn_m,
+        carry)``: :meth:`step` for a member known not finished, which a kernel that stops
+        stepping finished members runs instead (the same carry, without what keeps a finished
+        one's)."""
 
 
 @final

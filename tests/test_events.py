@@ -128,25 +128,27 @@ def test_every_kernel_stops_at_the_same_event(falls):
 
 def test_finished_members_give_their_lanes_up_exactly():
     """The native kernel stops stepping members that a terminal event ended and gives their lanes
-    to members still running (lanes move; each keeps its member's row in the caller's arrays):
-    a batched system (its arrays read by row) of 40 bodies falling in shuffled order, in chunks
-    of 16 and of 1 (where no lane moves), saved every 50 steps: the same results bit for bit,
-    a stopped member's later saves its final state, and the scan kernel's to 1e-12."""
+    to the next members (a pool of lanes fed from a queue: lanes move, members start at their
+    own step 0, each lane keeps its member's row in the caller's arrays): a batched system (its
+    arrays read by row) of 40 bodies falling in shuffled order, some after the end, in pools of
+    16 lanes and of 1, saved every 50 steps: the same results bit for bit, a stopped member's
+    later saves its final state, and the scan kernel's to 1e-12."""
     rng = np.random.default_rng(7)
     systems = eqx.filter_vmap(rigid_body)(jnp.asarray(INERTIA * (1.0 + 0.2 * rng.random(size=(40, 3)))))
-    m0 = np.array([1.0, 0.5, 0.3]) * rng.permutation(np.geomspace(1.0, 10.0, 40))[:, None]
+    m0 = np.array([1.0, 0.5, 0.3]) * rng.permutation(np.geomspace(0.3, 10.0, 40))[:, None]
     kw = dict(events=FALL, batched_system=True, save_every=50, stats=True)
-    runs = {c: lpjax.ensemble(systems, lpjax.GaussLegendre(2), m0, 0.005, 1000, kernel=lpjax.kernels.Native(chunk=c),
-                              **kw) for c in (16, 1)}
+    runs = {c: lpjax.ensemble(systems, lpjax.GaussLegendre(2), m0, 0.005, 1000,
+                              kernel=lpjax.kernels.Native(chunk=c, threads=1), **kw) for c in (16, 1)}
     a, b = runs[16], runs[1]
-    assert np.all(a.result == a.result_names.index("event_occurred")) and len(np.unique(a.stats["t_final"])) == 40
+    fell = a.result == a.result_names.index("event_occurred")
+    assert 5 <= np.sum(~fell) <= 20 and np.all(a.result[~fell] == 0) and np.all(a.stats["t_final"][~fell] == 5.0)
+    assert len(np.unique(a.stats["t_final"][fell])) == np.sum(fell)
     for x, y in [(a.final_state, b.final_state), (a.observables["state"], b.observables["state"]),
                  (a.events.ts, b.events.ts), (a.events.ys, b.events.ys)] + [(a.stats[k], b.stats[k]) for k in a.stats]:
         np.testing.assert_array_equal(x, y)
     saves = np.arange(1, 21) * 50 * 0.005
-    for i in range(40):
+    for i in np.flatnonzero(fell):
         after = saves > a.stats["t_final"][i] + 0.005
-        assert after.any() or i == int(np.argmax(a.stats["t_final"]))
         np.testing.assert_array_equal(a.observables["state"][i, 1:][after], np.broadcast_to(a.final_state[i], (after.sum(), 3)))
     scan = lpjax.ensemble(systems, lpjax.GaussLegendre(2), m0, 0.005, 1000, kernel="scan", **kw)
     np.testing.assert_array_equal(scan.events.count, a.events.count)

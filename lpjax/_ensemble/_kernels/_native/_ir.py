@@ -50,7 +50,7 @@ class AbstractEmitter(Context, abc.ABC):
         self.placed = None  # the reload lines, once placed (text())
         self.hoisted = []  # the entry block's operations on values of the whole run
         self.mask = None  # inside a masked while's pass: the member's flag (its condition held)
-        self.bound = "%n"  # the members a member loop runs: the chunk's, or (lanes given up) those still running
+        self.start, self.bound = "0", "%n"  # the lanes a member loop runs: start … bound − 1 (i64 operands)
         self.rows = None  # once lanes move: the region of each lane's member (its row in the caller's arrays)
 
     def emit(self, line: str) -> None:
@@ -304,7 +304,7 @@ class AbstractEmitter(Context, abc.ABC):
         self.meta += [f"{g} = distinct !{{}}", f"{loop} = distinct !{{{loop}, {par}}}",
                       f'{par} = !{{!"llvm.loop.parallel_accesses", {g}}}']
         counter = self.slot(np.int64)
-        self.store(np.int64(0), counter, np.int64)
+        self.store(Sym(self.start, np.int64) if self.start != "0" else np.int64(0), counter, np.int64)
         self.emit(f"br label %M{seg}h")
         self.label(f"M{seg}h")
         self.segment = seg

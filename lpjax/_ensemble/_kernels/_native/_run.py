@@ -74,6 +74,7 @@ __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK"]
 CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 ADAPTIVE_CHUNK = 32  # for adaptive members, whose chunks run as long as their slowest member (measured)
 TASKS = 16  # runs of chunks per thread in the queue that the threads take them from
+POOL_TASKS = 8  # runs of members per thread for a program whose members finish early (each run one pool of lanes)
 _loaded: dict = {}
 compiled = [0]  # how many kernels this process compiled (not loaded from the disk cache)
 
@@ -173,8 +174,8 @@ class _Program:
     first) to ``(summary, saved)`` (numpy, members first), its chunks of ``chunk`` members
     spread over ``threads`` threads (None: one per usable core)."""
 
-    def __init__(self, kernel, chunk: int, threads, scratch: int, shapes: dict, n_save: int):
-        self.kernel, self.chunk, self.threads, self.scratch = kernel, chunk, threads, scratch
+    def __init__(self, kernel, chunk: int, threads, scratch: int, shapes: dict, n_save: int, pooled: bool = False):
+        self.kernel, self.chunk, self.threads, self.scratch, self.pooled = kernel, chunk, threads, scratch, pooled
         self.shapes, self.n_save = shapes, n_save
         sums, obs = jax.tree.leaves(shapes["summary"]), jax.tree.leaves(shapes["observe"])
         self.out = [((), a) for a in sums] + [((n_save + 1,), a) for a in obs]
@@ -202,6 +203,9 @@ class _Program:
         # first) are spread over the threads as they run, not in equal shares of members
         tasks = min(n_chunks, workers * (TASKS if workers > 1 else 1))
         bounds = [min(B, chunk * (n_chunks * k // tasks)) for k in range(tasks + 1)]
+        if self.pooled:  # a pool of lanes per run of members (_pool): runs of several chunks, POOL_TASKS a worker
+            tasks = min(n_chunks, workers * POOL_TASKS)
+            bounds = [B * k // tasks for k in range(tasks + 1)]
         queue = iter(range(tasks))
         lock = threading.Lock()
 
@@ -275,6 +279,8 @@ def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtyp
         pieces[name], shapes[name] = trace_member(piece(name), mem_avals, dyn_avals, carry_shape)
     if shapes.pop("finished") is None:  # (members that all run to the end)
         del pieces["finished"]
+    else:  # finished members leave the pool's lanes before their next step (_pool)
+        pieces["step"], _ = trace_member(piece("step_running"), mem_avals, dyn_avals, carry_shape)
     carry_avals = jax.tree.leaves(carry_shape)
     text, scratch = source(pieces, {"mem": mem_avals, "dyn": dyn_avals, "y": y_aval, "carry": carry_avals,
                            "obs": jax.tree.leaves(shapes["observe"]), "sum": jax.tree.leaves(shapes["summary"])},
@@ -284,7 +290,8 @@ def _build(member, mem_tree, mem_static, mem_avals, dyn_tree, dyn_avals, d, dtyp
     if lines > settings.max_lines:
         raise Unfusable(f"the member program is {lines} instructions, over the {settings.max_lines} that LLVM compiles "
                         "in seconds")
-    return _Program(_load(text), _chunk(member, settings), settings.threads, scratch, shapes, n_save)
+    return _Program(_load(text), _chunk(member, settings), settings.threads, scratch, shapes, n_save,
+                    "finished" in pieces)
 
 
 def _chunk(member, settings) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 
 import numpy as np
 
@@ -15,10 +16,12 @@ from .._entrywise import evaluate
 from ._ir import Sym, is_sym, lit, llvm_type
 from ._loops import uses
 from ._context import IR
+from ._pool import pool
 
 __all__ = ["source"]
 
 _I64 = np.dtype(np.int64)
+_Lane = types.SimpleNamespace  # (the pieces on the current lane, for the pool)
 
 
 def _unflat(flat: list, avals) -> list:
@@ -115,48 +118,6 @@ def _speculated(ctx: IR, steps, carry, carry_avals, dtype, speculate: str) -> No
     ctx.label(f"{tag}x")
 
 
-FREE_EVERY = 8  # steps between the passes that give up the lanes of finished members
-
-
-def _give_up(ctx: IR, finished, regions: list, running: str) -> None:
-    """Give up the lanes of finished members: ``finished()`` (a flag, in a member loop over the
-    lanes still running, ``running`` of them, a stack slot) and a scalar pass over those lanes
-    that swaps each finished one with the last running lane, in every region of ``regions``
-    (``(region, dtype)``: the carry's, each lane's row, the flags) and takes one from
-    ``running``. The lanes ``running …`` keep their finished members' carry for the saves and
-    the summary; the member loops of the steps run over the others alone."""
-    flag = ctx.region()
-    ctx.bound = ctx.load(running, _I64).name
-    ctx.members(lambda: ctx.keep(finished(), flag, np.bool_))
-    ctx.bound = "%n"
-    i, m, tag = ctx.slot(_I64), ctx.slot(_I64), ctx.fresh("F")
-    ctx.store(np.int64(0), i, _I64)
-    ctx.store(ctx.load(running, _I64), m, _I64)
-    ctx.emit(f"br label %{tag}h")
-    ctx.label(f"{tag}h")
-    at, last = ctx.load(i, _I64), ctx.load(m, _I64)
-    ctx.emit(f"br i1 {ctx.op('icmp slt', at, last, _I64, np.bool_).name}, label %{tag}b, label %{tag}x")
-    ctx.label(f"{tag}b")
-    done = ctx.op("icmp ne", ctx.load(ctx.element(flag, _I64, at), _I64), 0, _I64, np.bool_)
-    ctx.emit(f"br i1 {done.name}, label %{tag}s, label %{tag}n")
-    ctx.label(f"{tag}n")
-    ctx.store(ctx.op("add", at, 1, _I64), i, _I64)
-    ctx.emit(f"br label %{tag}h")
-    ctx.label(f"{tag}s")
-    other = ctx.op("sub", last, 1, _I64)
-    ctx.store(other, m, _I64)
-    for region, dt in regions + [(flag, _I64)]:
-        a, b = ctx.element(region, dt, at), ctx.element(region, dt, other)
-        x, y = ctx.load(a, dt), ctx.load(b, dt)
-        ctx.store(y, a, dt)
-        ctx.store(x, b, dt)
-        ctx.stores += 1  # (at trace time: a value fetched from the region before is not there any more)
-        ctx.version[region] = ctx.stores
-    ctx.emit(f"br label %{tag}h")
-    ctx.label(f"{tag}x")
-    ctx.store(ctx.load(m, _I64), running, _I64)
-
-
 def _flush_denormals(ctx: IR) -> tuple[list, list]:
     """Instructions that set the x86 control register to flush denormal results and inputs to
     zero (as XLA:CPU runs), and that restore it."""
@@ -205,30 +166,22 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
     def step():
         ctx.put(carry, _unflat([x for x, _ in piece("step", inputs())], carry_avals), carry_avals)
 
+    def save(s):  # the observable at save s (an i64: 0 is the start)
+        _write(ctx, piece("observe", inputs()), O, obs_sizes, s, n_save + 1)
+
     def observe(s):
-        _write(ctx, piece("observe", inputs()), O, obs_sizes, ctx.op("add", s, 1, _I64), n_save + 1)
+        save(ctx.op("add", s, 1, _I64))
 
-    frees = "finished" in pieces  # members done before the end give their lanes up (_give_up)
-    running, rows = (ctx.slot(_I64), ctx.region()) if frees else (None, None)
-    lanes = [(r, np.dtype(_I64) if a.dtype == np.bool_ else a.dtype) for v, a in zip(carry, carry_avals)
-             for r in np.ravel(v)] + [(rows, _I64)]
+    def saves(first, last: int):  # the same observable at the saves first … last
+        obs = piece("observe", inputs())
+        ctx.counted(ctx.op("sub", last + 1, first, _I64),
+                    lambda j: _write(ctx, obs, O, obs_sizes, ctx.op("add", first, j, _I64), n_save + 1))
 
-    def running_step(j):
-        ctx.bound = ctx.load(running, _I64).name
-        ctx.members(step)
-        ctx.bound = "%n"
-        due, tag = ctx.op("icmp eq", ctx.op("and", j, FREE_EVERY - 1, _I64), FREE_EVERY - 1, _I64, np.bool_), ctx.fresh("G")
-        ctx.emit(f"br i1 {due.name}, label %{tag}d, label %{tag}x")
-        ctx.label(f"{tag}d")
-        _give_up(ctx, lambda: piece("finished", inputs())[0][0], lanes, running)
-        ctx.emit(f"br label %{tag}x")
-        ctx.label(f"{tag}x")
+    speculate = (ctx.slot(np.bool_) if "finished" not in pieces
+                 and _speculates(pieces["step"].jaxpr, save_every, speculate_every) else None)
 
     def steps():
-        ctx.counted(save_every, running_step if frees else lambda _: ctx.members(step))
-
-    speculate = (ctx.slot(np.bool_) if not frees and _speculates(pieces["step"].jaxpr, save_every, speculate_every)
-                 else None)
+        ctx.counted(save_every, lambda _: ctx.members(step))
 
     def run(c):  # the chunk starting at member lo0 + c · chunk
         ctx.emit(f"%lo = add i64 %lo0, {lit(ctx.op('mul', c, chunk, _I64))}")
@@ -236,10 +189,6 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
         ctx.emit(f"%short = icmp slt i64 %left, {chunk}")
         ctx.emit(f"%n = select i1 %short, i64 %left, i64 {chunk}")
         ctx.members(init)
-        if frees:  # lane i runs member i, until lanes are given up
-            ctx.members(lambda: ctx.keep(ctx.i, rows, _I64))
-            ctx.store(Sym("%n", _I64), running, _I64)
-            ctx.rows = rows
         if speculate is None:
             ctx.counted(n_save, lambda s: (steps(), ctx.members(functools.partial(observe, s))))
         else:
@@ -247,10 +196,15 @@ def source(pieces: dict, avals: dict, n_save: int, save_every: int, batched: boo
             ctx.counted(n_save, lambda s: (_speculated(ctx, steps, carry, carry_avals, avals["y"].dtype, speculate),
                                            ctx.members(functools.partial(observe, s))))
         ctx.members(lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes))
-        ctx.rows = None
 
-    ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
-    ctx.counted(Sym("%chunks", _I64), run)
+    if "finished" in pieces:  # members that finish early: a pool of lanes fed from a queue
+        pool(ctx, _Lane(carry=(carry, carry_avals), init=init, step=step, observe=save, observe_from=saves,
+                        finished=lambda: piece("finished", inputs())[0][0],
+                        summary=lambda: _write(ctx, piece("summary", inputs()), S, sum_sizes)),
+             chunk, n_save, save_every)
+    else:
+        ctx.emit(f"%chunks = sdiv i64 %span, {chunk}")
+        ctx.counted(Sym("%chunks", _I64), run)
     text = _module(ctx, chunk, flush_denormals)  # places the scratch traffic: the last regions
     return text, ctx.scratch_slots
 
