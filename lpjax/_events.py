@@ -17,10 +17,12 @@ method: every invariant the method keeps holds there, as along the trajectory.
 (:class:`lpjax._member.FixedMember`), :class:`AdaptiveEventMember` to an adaptive one (each
 accepted step a step of the events), both on :class:`AbstractEventMember`: the carry holds the
 events' values at the state, the counts and the record, so that every kernel (scan, entries,
-fused, native) runs it. The search is a ``while`` loop that makes no trip where no member of a
-block crossed. The record is written by selects over its K·(d + 2) entries each step (an index
-that differs between members is no kernel's indexed write): a cost that grows with
-``max_crossings``.
+fused, native) runs it. The search and the record's writes are a ``cond`` on a crossing in the
+step: the native kernel runs it over the members that crossed alone (the record is untouched in
+the other steps), the other kernels for every member, selecting (a ``while`` search that makes
+no trip where no member of a block crossed, selects over the record's K·(d + 2) entries). A
+member stopped by a terminal event is :meth:`EventMember.finished`: the native kernel gives its
+lane to the next member.
 """
 
 from __future__ import annotations
@@ -180,7 +182,7 @@ def _stepped(method, system, state0, tau, state1, stop):
 def _write(rec: _Record, e: int, keep, t, y) -> _Record:
     """The crossing of event ``e`` at ``t`` (observed state ``y``) written into the record where
     ``keep`` (selects over the record, K·(d + 2) of them: an index that differs between members
-    is no kernel's indexed write)."""
+    is no kernel's indexed write; they run only in the branch of a crossing)."""
     at = (jnp.arange(rec.ts.shape[0]) == rec.count) & keep
     counts = jnp.where((jnp.arange(rec.counts.shape[0]) == e) & keep, rec.counts + 1, rec.counts)
     return _Record(rec.g, counts, rec.count + keep.astype(rec.count.dtype), jnp.where(at, t, rec.ts),

@@ -131,7 +131,7 @@ class AbstractEmitter(Context, abc.ABC):
         """Where ``region`` starts in the scratch, in bytes: regions a cache line more than
         ``chunk`` slots apart, so that the same member's slots of successive regions do not fall
         into the same sets of the L1 cache (at 256 members a region, 2 KiB apart, every other
-        one did: a GL4 step with a terminal event, some 80 regions, ran 1.8x slower)."""
+        one did: a GL4 step with a terminal event, some 80 regions, ran 1.6x slower: 0.30 s against 0.19 s)."""
         return (8 * self.chunk + REGION_PAD) * region
 
     @property
