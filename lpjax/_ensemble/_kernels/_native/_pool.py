@@ -82,7 +82,7 @@ def pool(ctx: IR, run, chunk: int, n_save: int, save_every: int) -> None:
     module). ``run`` has the kernel's pieces on the current lane: ``carry`` (its regions and
     avals), ``init()`` (the carry and save 0 from the lane's row), ``step()``, ``finished()``
     (a flag), ``observe(save)`` (written at save ``save``, an i64) and ``summary()``."""
-    n_steps = n_save * save_every
+    n_steps, saves_between = n_save * save_every, n_save > 1  # (one save: the done lanes write it)
     rows, kk, nxt, due, done = ctx.region(), ctx.region(), ctx.region(), ctx.region(), ctx.region()
     running, taken, any_due, any_done = ctx.slot(_I64), ctx.slot(_I64), ctx.slot(np.bool_), ctx.slot(np.bool_)
     lanes = [(r, _I64 if a.dtype == np.bool_ else a.dtype) for v, a in zip(*run.carry) for r in np.ravel(v)]
@@ -102,7 +102,8 @@ def pool(ctx: IR, run, chunk: int, n_save: int, save_every: int) -> None:
         def start():
             ctx.keep(ctx.op("add", t, ctx.op("sub", ctx.i, r, _I64), _I64), rows, _I64)
             ctx.keep(np.int64(0), kk, _I64)
-            ctx.keep(np.int64(save_every), nxt, _I64)
+            if saves_between:
+                ctx.keep(np.int64(save_every), nxt, _I64)
             run.init()
 
         ctx.start, ctx.bound = r.name, end.name
@@ -115,17 +116,20 @@ def pool(ctx: IR, run, chunk: int, n_save: int, save_every: int) -> None:
         run.step()
         k = ctx.op("add", ctx.fetch(kk, _I64), 1, _I64)
         ctx.keep(k, kk, _I64)
-        at, step_save = ctx.fetch(nxt, _I64), np.int64(save_every)  # (the lane's next save: no division)
-        at_save = ctx.op("icmp eq", k, at, _I64, np.bool_)
-        ctx.keep(ctx.select(at_save, ctx.op("add", at, step_save, _I64), at, _I64), nxt, _I64)
-        over = ctx.op("or", run.finished(), ctx.op("icmp sge", k, n_steps, _I64, np.bool_), np.bool_)
-        for flag, anyone, x in ((due, any_due, at_save), (done, any_done, over)):
+        flags = [(done, any_done, ctx.op("or", run.finished(), ctx.op("icmp sge", k, n_steps, _I64, np.bool_),
+                                         np.bool_))]
+        if saves_between:
+            at, step_save = ctx.fetch(nxt, _I64), np.int64(save_every)  # (the lane's next save: no division)
+            at_save = ctx.op("icmp eq", k, at, _I64, np.bool_)
+            ctx.keep(ctx.select(at_save, ctx.op("add", at, step_save, _I64), at, _I64), nxt, _I64)
+            flags.append((due, any_due, at_save))
+        for flag, anyone, x in flags:
             ctx.keep(x, flag, np.bool_)
             ctx.store(ctx.op("or", ctx.load(anyone, np.bool_), x, np.bool_), anyone, np.bool_)
 
     def leave():  # a done lane: the saves its member has left (its carry no longer changes), its summary
-        k = ctx.fetch(kk, _I64)
-        first = ctx.op("add", ctx.op("sdiv", k, save_every, _I64), 1, _I64)
+        k = ctx.fetch(kk, _I64)  # (the saves up to k are written: at their steps, or k is the last one's)
+        first = ctx.op("add", ctx.op("sdiv", k, save_every, _I64), 1, _I64) if saves_between else 1
         run.observe_from(first, n_save)
         run.summary()
 
@@ -142,8 +146,9 @@ def pool(ctx: IR, run, chunk: int, n_save: int, save_every: int) -> None:
     ctx.store(False, any_due, np.bool_)
     ctx.store(False, any_done, np.bool_)
     ctx.members(step)
-    _if(ctx, ctx.load(any_due, np.bool_),
-        lambda: _members_where(ctx, due, lambda: run.observe(ctx.op("sdiv", ctx.fetch(kk, _I64), save_every, _I64))))
+    if saves_between:
+        _if(ctx, ctx.load(any_due, np.bool_), lambda: _members_where(
+            ctx, due, lambda: run.observe(ctx.op("sdiv", ctx.fetch(kk, _I64), save_every, _I64))))
     _if(ctx, ctx.load(any_done, np.bool_), lambda: (_members_where(ctx, done, leave),
                                                     _swap_out(ctx, done, lanes, running)))
     ctx.bound = "%n"
