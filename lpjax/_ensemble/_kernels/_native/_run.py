@@ -74,7 +74,7 @@ __all__ = ["available", "run_native", "run_native_host", "cache_dir", "CHUNK"]
 CHUNK = 256  # members per chunk: a chunk's carry and its values between loops (8 bytes each) stay in L2
 ADAPTIVE_CHUNK = 32  # for adaptive members, whose chunks run as long as their slowest member (measured)
 TASKS = 16  # runs of chunks per thread in the queue that the threads take them from
-POOL_TASKS = 8  # runs of members per thread for a program whose members finish early (each run one pool of lanes)
+POOL_TASKS = 4  # runs of members per thread for a program whose members finish early (each run one pool of lanes)
 _loaded: dict = {}
 compiled = [0]  # how many kernels this process compiled (not loaded from the disk cache)
 
