@@ -22,6 +22,7 @@ from ._ensemble import (
 from ._controller import PIDController as PIDController
 from ._events import Event as Event, EventRecord as EventRecord
 from ._integrate import Solution as Solution, integrate as integrate
+from ._tangents import FLI as FLI, Lyapunov as Lyapunov, MEGNO as MEGNO
 from ._version import __version__ as __version__
 from ._integrator import (
     AbstractGroupMap as AbstractGroupMap,

@@ -207,6 +207,11 @@ def solve(A: Mat, B: Mat, pivot: bool = False) -> Mat:
     return [r[m:] for r in rows]
 
 
+def entrywise() -> bool:
+    """Whether an ensemble kernel is tracing a member's program (:func:`entrywise_solves`)."""
+    return _ENTRYWISE.get()
+
+
 def solve_small(A: Float[Array, "m m"], b: Float[Array, "m *k"], pivot: bool = False) -> Float[Array, "m *k"]:
     """``A⁻¹b`` for one small matrix: inside :func:`entrywise_solves`, :func:`solve` unrolled up
     to ``m = 8``; otherwise (and above 8) ``jnp.linalg.solve``. ``pivot=False`` is for matrices

@@ -29,6 +29,7 @@ from .._schedule import AdaptiveSchedule, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, platform_of, resolve_kernel, starts_as_given
 from .._events import as_events, with_events
 from .._member import FixedMember
+from .._tangents import TangentMember, is_indicator
 from ._kernels import AbstractKernel
 from .._memo import by_identity
 from ._plan import Plan, make_plan
@@ -44,7 +45,12 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
                    rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None,
                    events: tuple = ()) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
-    if adaptive is None:
+    if is_indicator(observe_fn):  # tangent vectors beside the state
+        if adaptive is not None or events:
+            raise ValueError(f"ensemble: a chaos indicator ({observe_fn!r}) runs with fixed steps and no events, for now")
+        member = TangentMember(FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every,
+                                           observe_nothing, bool(stats)), observe_fn)
+    elif adaptive is None:
         member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)

@@ -19,6 +19,7 @@ from .._integrator import AbstractIntegrator
 from .._system import guarded
 from .._memo import by_identity
 from .._schedule import fixed_schedule
+from .._tangents import is_indicator
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
            "checked_members", "checked_inputs"]
@@ -65,13 +66,17 @@ class _UserObserve(eqx.Module):
 
 
 def observe_fn(observe) -> tuple[str, Callable]:
-    """``(name, fn(system, y) -> dict of arrays)`` for ``observe``."""
+    """``(name, fn(system, y) -> dict of arrays)`` for ``observe`` (a chaos indicator: itself, which
+    gives the shapes of what it keeps)."""
+    if is_indicator(observe):
+        return repr(observe), observe
     if isinstance(observe, str) or observe is None:
         if observe not in _BUILTIN:
             raise ValueError(f'observe must be None, "state", "casimirs", "energy" or a function y -> pytree, got {observe!r}')
         return observe or "state", _BUILTIN[observe]
     if not callable(observe):
-        raise TypeError(f"observe must be a function y -> pytree of arrays, got {type(observe).__name__}")
+        raise TypeError("observe must be a function y -> pytree of arrays or a chaos indicator (lpjax.Lyapunov, "
+                        f"lpjax.MEGNO, lpjax.FLI), got {type(observe).__name__}")
     return f"{getattr(observe, '__module__', '')}.{getattr(observe, '__qualname__', type(observe).__name__)}", _UserObserve(observe)
 
 

@@ -97,9 +97,15 @@ def newton_update(residual: Residual, args) -> Callable[[Array, Array], Array]:
 
 
 def _tangent_solve(g, r):
-    """Solve the linearised equations ``g(x) = r`` densely (IFT gradients; small systems)."""
+    """Solve the linearised equations ``g(x) = r`` densely (IFT gradients; small systems). While
+    an ensemble kernel traces a member (:func:`lpjax._small.entrywise_solves`: tangent vectors
+    propagated in the kernel), by Gauss–Jordan elimination without pivoting, as array
+    operations that every kernel runs: the Jacobians of the implicit methods' residuals are
+    near the identity for small steps (``I − dt A ⊗ f'``)."""
     J = jax.jacfwd(g)(jnp.zeros_like(r))
     m = r.size
+    if sm.entrywise():
+        return sm.gauss_jordan(J.reshape(m, m), r.reshape(m, 1)).reshape(r.shape)
     return jnp.linalg.solve(J.reshape(m, m), r.reshape(m)).reshape(r.shape)
 
 
