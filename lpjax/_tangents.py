@@ -35,6 +35,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ._integrator._implicit import collecting_statistics
 from ._member import AbstractMember, FixedMember
+from ._small import solve_small
 
 __all__ = ["AbstractIndicator", "FLI", "Lyapunov", "MEGNO", "TangentMember", "is_indicator"]
 
@@ -68,13 +69,14 @@ class AbstractIndicator(eqx.Module):
     an array of :meth:`size` entries, zeros at the start."""
 
     every: eqx.AbstractVar[int]
+    on_leaf: eqx.AbstractVar[bool]
 
     @abc.abstractmethod
-    def n_tangents(self, d: int) -> int:
-        """Tangent vectors for a state of size ``d``."""
+    def n_tangents(self, d: int, r: int) -> int:
+        """Tangent vectors for a state of size ``d`` with ``r`` Casimirs (0: not on the leaf)."""
 
     @abc.abstractmethod
-    def size(self, d: int) -> int:
+    def size(self, d: int, r: int) -> int:
         """Entries of the running sums."""
 
     @abc.abstractmethod
@@ -86,22 +88,32 @@ class AbstractIndicator(eqx.Module):
     def values(self, acc: Array, n: Int[Array, ""], dt) -> dict:
         """What a save keeps, at step ``n`` of size ``dt``."""
 
+    def casimir_count(self, system, y) -> int:
+        """The Casimirs whose level set the tangents stay on (0 unless ``on_leaf``)."""
+        return jax.eval_shape(system.casimirs, y).shape[0] if self.on_leaf else 0
+
     def __call__(self, system, y) -> dict:
         """What a save keeps, as zeros of its shapes (how an ensemble lays out its observables)."""
-        d = y.shape[0]
-        return jax.tree.map(jnp.zeros_like, self.values(jnp.ones((self.size(d),), y.dtype), jnp.ones((), jnp.int32),
+        d, r = y.shape[0], self.casimir_count(system, y)
+        return jax.tree.map(jnp.zeros_like, self.values(jnp.ones((self.size(d, r),), y.dtype), jnp.ones((), jnp.int32),
                                                         jnp.ones((), y.dtype)))
 
 
 @final
 class Lyapunov(AbstractIndicator):
-    """The ``k`` largest finite-time Lyapunov exponents (default: ``d``, the whole spectrum),
-    by Benettin's method: ``k`` tangent vectors, orthonormalised every ``every`` steps (the
-    saves must fall on multiples of ``every``). Saved as ``lyapunov`` ``(k,)``: ``λ_i(t) =
-    (1/t) Σ log R_ii``, in Gram–Schmidt's order (the largest first, at long times)."""
+    """The ``k`` largest finite-time Lyapunov exponents by Benettin's method: ``k`` tangent
+    vectors, orthonormalised every ``every`` steps (the saves must fall on multiples of
+    ``every``). Saved as ``lyapunov`` ``(k,)``: ``λ_i(t) = (1/t) Σ log R_ii``, in Gram–Schmidt's
+    order (the largest first, at long times).
+
+    ``on_leaf=True``: the tangents start on the level set of the system's Casimirs (its
+    symplectic leaf, for a Lie–Poisson system; see :func:`_on_leaf`), which the method's map
+    keeps, so the Casimir directions are not reported; ``k`` defaults to the leaf's dimension
+    ``d − r``. ``on_leaf=False``: they start anywhere; ``k`` defaults to ``d``."""
 
     k: Optional[int] = eqx.field(static=True, default=None)
     every: int = eqx.field(static=True, default=10)
+    on_leaf: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self):
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
@@ -109,13 +121,14 @@ class Lyapunov(AbstractIndicator):
         if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
             raise ValueError(f"Lyapunov: every must be a positive int (steps between QRs), got {self.every!r}")
 
-    def n_tangents(self, d: int) -> int:
-        if self.k is not None and self.k > d:
-            raise ValueError(f"Lyapunov: k = {self.k} exponents, but the state has {d} entries")
-        return self.k or d
+    def n_tangents(self, d: int, r: int) -> int:
+        if self.k is not None and self.k > d - r:
+            where = f"the leaf has {d - r} dimensions ({d} entries, {r} Casimirs)" if r else f"the state has {d} entries"
+            raise ValueError(f"Lyapunov: k = {self.k} exponents, but {where}")
+        return self.k or d - r
 
-    def size(self, d: int) -> int:
-        return self.n_tangents(d)
+    def size(self, d: int, r: int) -> int:
+        return self.n_tangents(d, r)
 
     def update(self, acc, logs, n):
         return acc + logs
@@ -127,14 +140,16 @@ class Lyapunov(AbstractIndicator):
 @final
 class MEGNO(AbstractIndicator):
     """The mean exponential growth factor of nearby orbits (Cincotta & Simó 2000) of one tangent
-    vector, renormalised every step: saved as ``megno`` (⟨Y⟩) and ``megno_y`` (Y)."""
+    vector, renormalised every step: saved as ``megno`` (⟨Y⟩) and ``megno_y`` (Y). ``on_leaf``:
+    the vector starts on the Casimirs' level set (as :class:`Lyapunov`'s)."""
 
+    on_leaf: bool = eqx.field(static=True, default=True)
     every: ClassVar[int] = 1
 
-    def n_tangents(self, d: int) -> int:
+    def n_tangents(self, d: int, r: int) -> int:
         return 1
 
-    def size(self, d: int) -> int:
+    def size(self, d: int, r: int) -> int:
         return 3  # Σ n log r_n, Σ Y(n), Y(N)
 
     def update(self, acc, logs, n):
@@ -150,14 +165,16 @@ class MEGNO(AbstractIndicator):
 @final
 class FLI(AbstractIndicator):
     """The fast Lyapunov indicator (Froeschlé, Lega & Gonczi 1997) of one tangent vector: the
-    largest ``log ‖δ_n‖`` so far (``‖δ_0‖ = 1``), saved as ``fli``."""
+    largest ``log ‖δ_n‖`` so far (``‖δ_0‖ = 1``), saved as ``fli``. ``on_leaf``: the vector
+    starts on the Casimirs' level set (as :class:`Lyapunov`'s)."""
 
+    on_leaf: bool = eqx.field(static=True, default=True)
     every: ClassVar[int] = 1
 
-    def n_tangents(self, d: int) -> int:
+    def n_tangents(self, d: int, r: int) -> int:
         return 1
 
-    def size(self, d: int) -> int:
+    def size(self, d: int, r: int) -> int:
         return 2  # log ‖δ_N‖, its largest so far
 
     def update(self, acc, logs, n):
@@ -172,11 +189,34 @@ def is_indicator(observe) -> bool:
     return isinstance(observe, AbstractIndicator)
 
 
-def _directions(d: int, k: int, dtype) -> np.ndarray:
-    """``k`` orthonormal directions in ``R^d`` that lie along no axis (the first columns of the
-    QR of a fixed random matrix): an axis can be a symmetry's direction, whose exponent is 0."""
+def _directions(d: int, dtype) -> np.ndarray:
+    """``d`` orthonormal directions in ``R^d`` that lie along no axis (the QR of a fixed random
+    matrix, rows): an axis can be a symmetry's direction, whose exponent is 0."""
     q, _ = np.linalg.qr(np.random.default_rng(63).normal(size=(d, d)))
-    return q[:, :k].T.astype(dtype)
+    return q.T.astype(dtype)
+
+
+def _on_leaf(system, y, V: Float[Array, "m d"]) -> Float[Array, "m d"]:
+    """The directions ``V`` projected onto the tangent space of the level set of the system's
+    Casimirs at ``y``: ``v − Gᵀ(G Gᵀ)⁻¹ G v``, ``G`` their gradients (``r × d``). For a Lie–Poisson
+    system at a regular point this is the tangent space of the coadjoint orbit, ``{ad*_ξ μ}``,
+    for any algebra whose Casimirs :meth:`~lpjax.AbstractSystem.casimirs` returns (a user's own
+    algebra: give the system its Casimirs, ``LiePoissonSystem(..., casimirs=...)``); for a
+    nonholonomic system, the level set of the invariants it declares there."""
+    G = jax.jacfwd(system.casimirs)(y)
+    return V - (G.T @ solve_small(G @ G.T, G @ V.T)).T
+
+
+def _lifted(observe, state, W: Float[Array, "k d"]):
+    """Tangents of the method's ``state`` whose observed images are the rows of ``W``: the
+    least-norm ones, ``u = Dᵀ(D Dᵀ)⁻¹ w`` with ``D`` the derivative of ``observe`` at ``state``
+    (``w`` itself where the state is what is observed; a Clebsch lift's tangent, orthogonal to
+    the fibre, for a collective method). Leading axis ``k``."""
+    _, back = jax.vjp(observe, state)
+    d = W.shape[1]
+    up = lambda w: back(w)[0]  # noqa: E731
+    DDt = jax.vmap(lambda e: jax.jvp(observe, (state,), (up(e),))[1])(jnp.eye(d, dtype=W.dtype))
+    return jax.vmap(lambda w: up(solve_small(DDt, w)))(W)
 
 
 @final
@@ -237,11 +277,13 @@ class TangentMember(AbstractMember):
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
         system, dt, d = self.system(dyn_m), self.inner.dt, y0.shape[0]
-        V = jnp.asarray(_directions(d, self.indicator.n_tangents(d), np.dtype(self.dtype)))
-        tangents = jax.vmap(lambda v: jax.jvp(lambda y: self.method.init(system, y, dt), (y0,), (v,))[1])(V)
+        r = self.indicator.casimir_count(system, y0)
+        V = jnp.asarray(_directions(d, np.dtype(self.dtype)))
+        V = (_on_leaf(system, y0, V) if r else V)[: self.indicator.n_tangents(d, r)]
+        tangents = _lifted(lambda s: self.method.observe(system, s), c.state, V)
         _, _, tangents = _orthonormalised(self._observed(system, c.state, tangents), tangents)
         return _TangentCarry(c, tangents, jnp.zeros((), c.num_failed.dtype),
-                             jnp.zeros((self.indicator.size(d),), self.dtype))
+                             jnp.zeros((self.indicator.size(d, r),), self.dtype))
 
     def step(self, dyn_m, carry: _TangentCarry) -> _TangentCarry:
         system, dt = self.system(dyn_m), self.inner.dt
@@ -259,7 +301,16 @@ class TangentMember(AbstractMember):
         n = carry.n + 1
 
         def renormalised(tangents, acc):
-            logs, _, tangents = _orthonormalised(self._observed(system, state, tangents), tangents)
+            W = self._observed(system, state, tangents)
+            if self.indicator.n_tangents(W.shape[1], 0) > 1 and self.indicator.casimir_count(system, W[0]):
+                # back onto the leaf: a method keeps its Casimirs to roundoff (or, a collective one, to its
+                # order), and Gram-Schmidt would let that leak stand in for the most contracting direction
+                y = self.method.observe(system, state)
+                off = W - _on_leaf(system, y, W)
+                tangents = jax.tree.map(jnp.subtract, tangents, _lifted(lambda s: self.method.observe(system, s),
+                                                                        state, off))
+                W = W - off
+            logs, _, tangents = _orthonormalised(W, tangents)
             return tangents, self.indicator.update(acc, logs, n)
 
         if self.indicator.every == 1:

@@ -11,7 +11,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import lpjax
-from lpjax.systems import heavy_top, lagrange_top
+from lpjax.systems import heavy_top, lagrange_top, rigid_body
 
 INERTIA, CHI = np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.0, 1.0])
 HT = heavy_top(jnp.asarray(INERTIA), jnp.asarray(CHI), 1.0)
@@ -19,6 +19,7 @@ CHAOTIC = np.array([2.11783876, -1.11202076, -0.37760501, -0.42994952, -0.181785
 LT = lagrange_top(3, 0.5, "rest", p=jnp.array([0.0, 0.2, 1.0]))
 TORI = np.array([[0.3, -0.2, 0.5, 0.1, 0.4, 0.9], [1.0, 0.5, -0.3, 0.6, -0.2, 0.7]])
 GL4 = lpjax.GaussLegendre(2)
+RB = rigid_body(jnp.asarray(INERTIA))
 
 
 def _variational(t, z):
@@ -55,7 +56,7 @@ def test_the_largest_exponent_is_dop853_s_while_the_trajectories_agree():
     """GL4 (dt = 0.01) on a chaotic heavy top to T = 50, before the two trajectories part (λ₁ ≈ 0.3
     there): λ₁ within 1e-4 relative of DOP853's on the variational equations, from the same
     tangent direction (the first of ``Lyapunov``'s, taken from its own start)."""
-    sol = _lyapunov(HT, GL4, CHAOTIC, 0.01, 5000, lpjax.Lyapunov(k=1, every=10))
+    sol = _lyapunov(HT, GL4, CHAOTIC, 0.01, 5000, lpjax.Lyapunov(k=1, every=10, on_leaf=False))
     v0 = np.linalg.qr(np.random.default_rng(63).normal(size=(6, 6)))[0][:, 0]
     ref = _dop853_lyapunov(CHAOTIC, v0, 50.0)
     assert ref > 0.25
@@ -69,7 +70,7 @@ def test_the_largest_exponent_over_t_2000_is_dop853_s():
     a standard deviation of 0.014 (7%; the orbit from ``CHAOTIC`` itself 0.159, DOP853's 0.197).
     So DOP853's λ₁ is compared with the mean of those 16 orbits: within 10%."""
     y0s = CHAOTIC + 1e-9 * np.random.default_rng(0).normal(size=(16, 6))
-    sol = _lyapunov(HT, GL4, y0s, 0.01, 200_000, lpjax.Lyapunov(k=1, every=10))
+    sol = _lyapunov(HT, GL4, y0s, 0.01, 200_000, lpjax.Lyapunov(k=1, every=10, on_leaf=False))
     v0 = np.linalg.qr(np.random.default_rng(63).normal(size=(6, 6)))[0][:, 0]
     ref = _dop853_lyapunov(CHAOTIC, v0, 2000.0, every=1.0)
     lam = sol.observables["lyapunov"][:, -1, 0]
@@ -88,6 +89,28 @@ def test_megno_and_the_exponents_tell_tori_from_chaos():
     fli = _lyapunov(HT, GL4, CHAOTIC, 0.01, 100_000, lpjax.FLI(), save_every=50_000)
     assert chaos.observables["megno"][0, -1] > 10
     assert 0 < fli.observables["fli"][0, 1] < fli.observables["fli"][0, 2]
+
+
+def test_the_rigid_body_s_leaf_exponents_under_moser_veselov_sum_to_zero():
+    """On the leaf (``on_leaf``, the default), the exponents of a Poisson map come in ± pairs.
+    Moser–Veselov on so(3)*: the orbit's symplectic area is its Euclidean area over |M|, which the
+    map keeps, so the two exponents of the rigid body sum to 0 within 1e-12 at T = 1000 (each is
+    about log T / T)."""
+    mv = _lyapunov(RB, lpjax.MoserVeselov(), np.array([[1.0, 0.5, 0.3], [0.2, 1.1, -0.4]]), 0.1, 10_000,
+                   lpjax.Lyapunov(every=10))
+    lam = mv.observables["lyapunov"][:, -1]
+    assert lam.shape == (2, 2) and np.all(lam[:, 0] > 1e-3)
+    assert np.all(np.abs(lam.sum(1)) <= 1e-12)
+
+
+@pytest.mark.slow
+def test_the_heavy_top_s_leaf_exponents_under_a_collective_method_pair():
+    """Collective(GaussLegendre(2)) on the chaotic heavy top, T = 100 (its tangent program is over
+    the native kernel's size limit: the scan kernel, about a minute): λ₁ + λ₄ and λ₂ + λ₃ within
+    0.01 (measured −0.004 and 0.002)."""
+    coll = _lyapunov(HT, lpjax.Collective(GL4), CHAOTIC, 0.01, 10_000, lpjax.Lyapunov(every=10), kernel="scan")
+    lam = coll.observables["lyapunov"][0, -1]
+    assert lam[0] > 0.2 and abs(lam[0] + lam[3]) <= 0.01 and abs(lam[1] + lam[2]) <= 0.01
 
 
 def test_every_kernel_gives_the_same_exponents_and_the_trajectory_is_unchanged():
@@ -113,7 +136,9 @@ def test_bad_indicators_are_refused():
     with pytest.raises(ValueError, match="Lyapunov: every must be a positive int"):
         lpjax.Lyapunov(every=0)
     with pytest.raises(ValueError, match="Lyapunov: k = 7 exponents, but the state has 6 entries"):
-        _lyapunov(HT, GL4, CHAOTIC, 0.01, 10, lpjax.Lyapunov(k=7, every=10), kernel="scan")
+        _lyapunov(HT, GL4, CHAOTIC, 0.01, 10, lpjax.Lyapunov(k=7, every=10, on_leaf=False), kernel="scan")
+    with pytest.raises(ValueError, match=r"k = 5 exponents, but the leaf has 4 dimensions \(6 entries, 2 Casimirs\)"):
+        _lyapunov(HT, GL4, CHAOTIC, 0.01, 10, lpjax.Lyapunov(k=5, every=10), kernel="scan")
     with pytest.raises(ValueError, match="make save_every a multiple of 10"):
         _lyapunov(HT, GL4, CHAOTIC, 0.01, 20, lpjax.Lyapunov(every=10), kernel="scan", save_every=5)
     with pytest.raises(ValueError, match="runs with fixed steps and no events, for now"):
