@@ -276,10 +276,10 @@ class TangentMember(AbstractMember):
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
-        system, dt, d = self.system(dyn_m), self.inner.dt, y0.shape[0]
+        system, d = self.system(dyn_m), y0.shape[0]
         r = self.indicator.casimir_count(system, y0)
         V = jnp.asarray(_directions(d, np.dtype(self.dtype)))
-        V = (_on_leaf(system, y0, V) if r else V)[: self.indicator.n_tangents(d, r)]
+        V = (_on_leaf(system, self.method.observe(system, c.state), V) if r else V)[: self.indicator.n_tangents(d, r)]
         tangents = _lifted(lambda s: self.method.observe(system, s), c.state, V)
         _, _, tangents = _orthonormalised(self._observed(system, c.state, tangents), tangents)
         return _TangentCarry(c, tangents, jnp.zeros((), c.num_failed.dtype),
