@@ -22,6 +22,7 @@ per-member predicate evaluates every branch and selects.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import equinox as eqx
@@ -97,7 +98,10 @@ def _while(ctx: Context, eqn, vals):
 
     def pred(flat):
         (c,) = evaluate(ctx, cj.jaxpr, cj.consts, list(cc) + from_vectors(flat, avals))
-        return c.reshape(()).item() if _is_entries(c) else jnp.asarray(c)
+        if not _is_entries(c):
+            return jnp.any(jnp.asarray(c))
+        # (a predicate batched by vmap, as JAX's while keeps it: the loop goes on while any entry holds)
+        return functools.reduce(lambda a, b: ctx.bind(lax.or_p, [a, b], {}), np.ravel(c))
 
     def body(flat):
         new = vectors(ctx, evaluate(ctx, bj.jaxpr, bj.consts, list(bc) + from_vectors(flat, avals)), avals)

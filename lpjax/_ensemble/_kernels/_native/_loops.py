@@ -4,6 +4,8 @@ chunk, ``cond`` as selects or, around loops, as a branch."""
 
 from __future__ import annotations
 
+import functools
+
 import jax.extend.core as jcore
 import numpy as np
 from jax import lax
@@ -67,7 +69,8 @@ def _while(ctx, eqn, vals):
 
     def cond(carry):
         (go,) = evaluate(ctx, cj.jaxpr, cj.consts, list(vals[:nc]) + carry)
-        go = np.asarray(go, object).reshape(()).item()
+        go = functools.reduce(lambda a, b: ctx.bind(lax.or_p, [a, b], {}), np.ravel(np.asarray(go, object)))
+        # (a predicate batched by vmap, as JAX's while keeps it: the loop goes on while any entry holds)
         if not is_sym(go):
             raise Unfusable("a while loop whose condition does not depend on the member")
         return go
