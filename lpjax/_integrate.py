@@ -21,6 +21,7 @@ from ._adaptive import adaptive_member
 from ._events import EventRecord, as_events, event_record, with_events
 from ._adjoint import loop
 from ._integrate_adaptive import run_member, solve
+from ._tangents import TangentMember, is_indicator
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
 from ._member import Carry, FixedMember, count_dtype
@@ -48,6 +49,8 @@ class Solution(eqx.Module):
             attitude): pass the Solution as ``y0`` to :func:`integrate` to continue the run.
         events: with ``events``, the crossings met (:class:`lpjax.EventRecord`); otherwise
             ``None``.
+        observables: with ``observe`` (a chaos indicator), its values at ``ts`` (e.g.
+            ``"lyapunov"``, ``(n_save + 1, k)``); otherwise ``None``.
     """
 
     ts: Float[Array, " T"]
@@ -57,6 +60,7 @@ class Solution(eqx.Module):
     gs: Optional[PyTree] = None
     state: Optional[PyTree] = None
     events: Optional[EventRecord] = None
+    observables: Optional[dict] = None
 
 
 _MAX_STEPS_INT32 = 2**31 - 1
@@ -179,6 +183,7 @@ def integrate(
     error_estimate: Optional[str] = None,
     local_extrapolation: Optional[bool] = None,
     events=None,
+    observe=None,
 ) -> Solution:
     """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt`` (saving
     every ``save_every``, default 1), or, with a ``controller``, with adaptive steps to ``t1``.
@@ -264,11 +269,16 @@ def integrate(
     event's state, ``stats["t_final"]`` (adaptive: ``t_reached``) its time). See :class:`lpjax.Event`.
     Fixed or adaptive steps, from t = 0, without gradients (the crossing's search is a ``while``
     loop).
+
+    Chaos indicators. ``observe=lpjax.Lyapunov(k, every)``, ``lpjax.MEGNO()`` or ``lpjax.FLI()``
+    propagates tangent vectors by the method's own linearized step beside the state and keeps
+    the indicator's values at the saves in ``Solution.observables`` (see :class:`lpjax.Lyapunov`).
+    Fixed steps from t = 0, without events.
     """
-    if events is not None or controller is not None or any(
+    if events is not None or observe is not None or controller is not None or any(
             v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
         return _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,
-                                 t1, ts, max_steps, error_estimate, local_extrapolation, events)
+                                 t1, ts, max_steps, error_estimate, local_extrapolation, events, observe)
     save_every = 1 if save_every is None else save_every
     previous = y0 if isinstance(y0, Solution) else None
     if not isinstance(y0, (jax.Array, Solution)):  # NumPy, lists: their precision judged by run_dtype
@@ -336,10 +346,15 @@ def _the_state(system, y):
 
 
 def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller, t1, ts,
-                      max_steps, error_estimate, local_extrapolation, events) -> Solution:
+                      max_steps, error_estimate, local_extrapolation, events, observe) -> Solution:
     """:func:`integrate` through a member program: adaptive steps (a ``controller``), events, or
-    both (see there)."""
+    both, or a chaos indicator (see there)."""
     events = as_events(events, "integrate")
+    if observe is not None and not is_indicator(observe):
+        raise TypeError("integrate: observe takes a chaos indicator (lpjax.Lyapunov, lpjax.MEGNO, lpjax.FLI), got "
+                        f"{type(observe).__name__}")
+    if observe is not None and (events or controller is not None):
+        raise ValueError(f"integrate: a chaos indicator ({observe!r}) runs with fixed steps and no events, for now")
     schedule = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, False, "integrate",
                                  error_estimate, local_extrapolation)  # (t1 and the rest without a controller: refused)
     if isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
@@ -362,14 +377,18 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
         inner = adaptive_member(static, method, schedule, dt, _the_state, rdtype)
         times = jnp.concatenate([jnp.zeros((1,), rdtype), inner.ts])
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
-    record = None
-    if events:  # traced: a failure raises inside
+    record = observables = None
+    if observe is not None:
+        observables, carry, (_, _, stats) = run_member(TangentMember(inner, observe, True), dyn, y0,
+                                                       bool(throw) and traced)
+        ys, result, state = observables.pop("state"), carry.inner.result, carry.inner.state
+    elif events:  # traced: a failure raises inside
         ys, carry, (_, _, stats) = run_member(with_events(inner, events), dyn, y0, bool(throw) and traced)
         result, state, record = carry.inner.result, carry.inner.state, event_record(stats)
         stats = {k: v for k, v in stats.items() if not k.startswith("event_")}
     else:
         ys, result, stats, state = solve(inner, dyn, y0, bool(throw) and traced)
-    sol = Solution(ts=times, ys=ys, result=result, stats=stats, state=state, events=record)
+    sol = Solution(ts=times, ys=ys, result=result, stats=stats, state=state, events=record, observables=observables)
     if throw and not traced and result != RESULTS.successful and result != RESULTS.event_occurred:
         steps = (f"after {int(stats['num_accepted_steps'])} accepted and {int(stats['num_rejected_steps'])} rejected "
                  "steps; " if schedule else "")  # eager: the hint first, in one line

@@ -46,7 +46,7 @@ def _run(member, dyn, y0, taped: bool):
 
     n_save = member.n_steps // member.save_every
     (carry, tape), (saved, accepted) = jax.lax.scan(one_save, (carry, tape), None, length=n_save)
-    ys = jnp.concatenate([first[None], saved])
+    ys = jax.tree.map(lambda f, s: jnp.concatenate([f[None], s]), first, saved)
     return ys, carry, tape, None if accepted is None else jnp.concatenate([jnp.zeros((1,), accepted.dtype), accepted])
 
 

@@ -234,6 +234,7 @@ class TangentMember(AbstractMember):
 
     inner: FixedMember
     indicator: AbstractIndicator
+    with_state: bool = eqx.field(static=True, default=False)  # observe the state too, as "state" (integrate's)
 
     sorts: ClassVar[bool] = False
     replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
@@ -326,7 +327,8 @@ class TangentMember(AbstractMember):
 
     def observe(self, dyn_m, carry):
         n = jnp.maximum(carry.n, 1)  # (at the start: the sums' zeros)
-        return self.indicator.values(carry.acc, n, self.inner.dt)
+        values = self.indicator.values(carry.acc, n, self.inner.dt)
+        return {"state": self.inner.observe(dyn_m, carry.inner), **values} if self.with_state else values
 
     def summary(self, dyn_m, carry):
         return self.inner.summary(dyn_m, carry.inner)

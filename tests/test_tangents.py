@@ -130,6 +130,21 @@ def test_every_kernel_gives_the_same_exponents_and_the_trajectory_is_unchanged()
     np.testing.assert_array_equal(runs["native"].final_state, plain.final_state)
 
 
+def test_integrate_keeps_the_indicator_beside_the_states():
+    """``integrate(..., observe=lpjax.MEGNO())``: the states are those of the run without it, bit
+    for bit, and the indicator at the saves that of the same ensemble member (1e-12)."""
+    a = lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 2000, save_every=500, observe=lpjax.MEGNO())
+    b = lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 2000, save_every=500)
+    np.testing.assert_array_equal(np.asarray(a.ys), np.asarray(b.ys))
+    ens = _lyapunov(HT, GL4, CHAOTIC, 0.01, 2000, lpjax.MEGNO(), kernel="scan", save_every=500)
+    assert a.observables["megno"].shape == (5,) and b.observables is None
+    np.testing.assert_allclose(np.asarray(a.observables["megno"]), ens.observables["megno"][0], rtol=0, atol=1e-12)
+    with pytest.raises(TypeError, match="integrate: observe takes a chaos indicator"):
+        lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 10, observe="energy")
+    with pytest.raises(ValueError, match="runs with fixed steps and no events, for now"):
+        lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 10, observe=lpjax.FLI(), events=lpjax.Event(lambda t, y: y[0]))
+
+
 def test_bad_indicators_are_refused():
     with pytest.raises(ValueError, match="Lyapunov: k must be a positive int or None"):
         lpjax.Lyapunov(k=0)
