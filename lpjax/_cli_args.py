@@ -115,3 +115,19 @@ def _as_args(ctx, drop: tuple = ()) -> list:
         else:
             args += [x for item in (v if p.multiple else (v,)) for x in (p.opts[0], str(item))]
     return args
+
+
+def complete_system(ctx, param, incomplete):
+    """The shell's completion of a system's name."""
+    from ._catalog import SYSTEMS
+
+    names = [n for e in SYSTEMS.values() for n in (e.name, *e.aliases)]
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_method(ctx, param, incomplete):
+    """The shell's completion of a method's name."""
+    from ._catalog import METHODS
+
+    names = [n for e in METHODS.values() for n in (e.name, *e.aliases)]
+    return [n for n in names if n.startswith(incomplete)]

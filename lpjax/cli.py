@@ -20,7 +20,8 @@ import numpy as np
 
 from ._cli_plots import _run_plot, _show_plot, _tune_plot
 from ._cli_args import (_Failure, _need_matplotlib, _parse_y0, _positive_finite, _save_every, _tolerances, _whole_steps,
-                        _writable_target, _x64)
+                        _writable_target, _x64, complete_method, complete_system)
+from ._cli_chaos import chaos_cmd
 from ._cli_run import _result_text, _run_adaptive, _run_metadata, _run_with_progress, _steps_text, _write_npz
 from ._cli_signals import _resume_hint
 
@@ -89,20 +90,6 @@ def _one_line(message: str) -> str:
     return lines[0] if lines else "error"
 
 
-def _complete_system(ctx, param, incomplete):
-    from ._catalog import SYSTEMS
-
-    names = [n for e in SYSTEMS.values() for n in (e.name, *e.aliases)]
-    return [n for n in names if n.startswith(incomplete)]
-
-
-def _complete_method(ctx, param, incomplete):
-    from ._catalog import METHODS
-
-    names = [n for e in METHODS.values() for n in (e.name, *e.aliases)]
-    return [n for n in names if n.startswith(incomplete)]
-
-
 def _complete_figure(ctx, param, incomplete):
     from .reproduce import FIGURES
 
@@ -125,8 +112,8 @@ def list_cmd(pairs):
 
 
 @cli.command("run")
-@click.argument("system", shell_complete=_complete_system)
-@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
+@click.argument("system", shell_complete=complete_system)
+@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=complete_method)
 @click.option("--dt", type=float, default=0.05, show_default=True)
 @click.option("--t1", type=float, default=100.0, show_default=True, help="end time (from t = 0)")
 @click.option("--saves", type=int, default=1000, show_default=True,
@@ -189,9 +176,9 @@ def run_cmd(system, method, dt, t1, saves, y0, params, out, plot, progress, rtol
 
 
 @cli.command("ensemble")
-@click.argument("system", shell_complete=_complete_system)
+@click.argument("system", shell_complete=complete_system)
 @click.option("--n", "n_members", type=int, required=True, help="members")
-@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=_complete_method)
+@click.option("--method", "-m", default="gl4", show_default=True, shell_complete=complete_method)
 @click.option("--dt", type=float, help="the step (default 0.01); with --rtol the first step (default: one selected for "
                                        "each member)")
 @click.option("--steps", type=int, help="fixed steps of --dt (or give --t1)")
@@ -235,13 +222,13 @@ def ensemble_cmd(**options):
 
 
 @cli.command("section")
-@click.argument("system", shell_complete=_complete_system)
+@click.argument("system", shell_complete=complete_system)
 @click.option("--surface", type=int, required=True, help="the section is y[INDEX] = 0 (the state's coordinate INDEX)")
 @click.option("--direction", type=click.Choice(["+", "-", "both"]), default="+", show_default=True,
               help="crossings upwards (+), downwards (-) or both")
 @click.option("--crossings", type=int, default=50, show_default=True, help="crossings recorded per member, at most")
 @click.option("--n", "n_members", type=int, required=True, help="members")
-@click.option("--method", "-m", default="gl6", show_default=True, shell_complete=_complete_method)
+@click.option("--method", "-m", default="gl6", show_default=True, shell_complete=complete_method)
 @click.option("--dt", type=float, default=0.01, show_default=True)
 @click.option("--t1", type=float, required=True, help="the end time (from t = 0): a whole number of --dt steps")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -260,6 +247,9 @@ def section_cmd(**options):
     from ._cli_section import run_section
 
     run_section(**options)
+
+
+cli.add_command(chaos_cmd)
 
 
 @cli.command("show")
