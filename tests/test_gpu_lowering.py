@@ -280,3 +280,19 @@ def test_the_adaptive_kernel_lowers_for_cuda_with_a_while_per_lane(stages):
     assert prof["live_loads_in_loops"] == 0, prof
     assert prof["stores_in_step_loop"] == 0, prof
     assert prof["stores_in_save_loop"] >= 1, prof
+
+
+def test_the_tangent_program_lowers_for_cuda_with_the_tangents_in_registers():
+    """A MEGNO ensemble (GL4 heavy tops, one tangent vector propagated by the step's JVP, its
+    implicit solve's tangent by the preconditioned iteration): one Triton kernel, no global load
+    inside any loop, no store but at the saves."""
+    system = lpjax.systems.heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
+    f = lpjax.ensemble_function(system, lpjax.GaussLegendre(2), 0.01, N_STEPS, save_every=SAVE_EVERY,
+                                observe=lpjax.MEGNO(), platform="cuda")
+    assert f.kernel == lpjax.kernels.Fused()
+    hlo, ir = lower_for_cuda(f, jnp.ones((N, 6)))
+    assert hlo.count("__gpu$xla.gpu.triton") == 1
+    prof = loop_profile(ir)
+    assert prof["live_loads_in_loops"] == 0, prof
+    assert prof["stores_in_step_loop"] == 0, prof
+    assert prof["stores_in_save_loop"] >= 1, prof

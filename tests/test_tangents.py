@@ -114,7 +114,7 @@ def test_the_heavy_top_s_leaf_exponents_under_a_collective_method_pair():
 
 
 def test_every_kernel_gives_the_same_exponents_and_the_trajectory_is_unchanged():
-    """scan, entries and native: two exponents of 4 heavy tops at T = 100 agree to 1e-8
+    """scan, entries, native and fused (interpret mode): two exponents of 4 heavy tops at T = 100 agree to 1e-8
     relative; the final states are those of the run without tangents, bit for bit."""
     rng = np.random.default_rng(3)
     m, a = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
@@ -122,7 +122,7 @@ def test_every_kernel_gives_the_same_exponents_and_the_trajectory_is_unchanged()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # (no kernel falls back to the scan)
         runs = {k: _lyapunov(HT, GL4, y0s, 0.01, 10_000, lpjax.Lyapunov(k=2, every=10), kernel=k)
-                for k in ("scan", "entries", "native")}
+                for k in ("scan", "entries", "native", "fused")}
     ref = runs["scan"].observables["lyapunov"][:, -1]
     for k, sol in runs.items():
         np.testing.assert_allclose(sol.observables["lyapunov"][:, -1], ref, rtol=1e-8, atol=0)
