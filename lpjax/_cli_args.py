@@ -131,3 +131,15 @@ def complete_method(ctx, param, incomplete):
 
     names = [n for e in METHODS.values() for n in (e.name, *e.aliases)]
     return [n for n in names if n.startswith(incomplete)]
+
+
+def _outputs_checked(out: str, plot, who: str) -> None:
+    """Before any work: the store ``out`` can be made, the picture ``plot`` (if any) written;
+    then float64 on."""
+    from ._ensemble._store import check_store_path
+
+    check_store_path(out, "--out")
+    if plot:
+        _writable_target(plot, "--plot", ".png")
+        _need_matplotlib(f"{who} --plot")
+    _x64()

@@ -17,8 +17,7 @@ import time
 import click
 import numpy as np
 
-from ._cli_args import (_Failure, _need_matplotlib, _parse_y0, _positive_finite, _whole_steps, _writable_target, _x64,
-                        complete_method, complete_system)
+from ._cli_args import _Failure, _outputs_checked, _parse_y0, _positive_finite, _whole_steps, complete_method, complete_system
 from ._io import atomic_write
 
 _LEVEL_TOL, _LEVEL_ITERS = 1e-13, 50
@@ -86,13 +85,7 @@ def chaos_cmd(system, grid, plane, extent, indicator, method, dt, t1, y0, params
     _positive_finite(dt, "--dt")
     _positive_finite(t1, "--t1")
     n_steps = _whole_steps(t1, dt)
-    from ._ensemble._store import check_store_path
-
-    check_store_path(out, "--out")
-    if plot:
-        _writable_target(plot, "--plot", ".png")
-        _need_matplotlib("lpjax chaos --plot")
-    _x64()
+    _outputs_checked(out, plot, "lpjax chaos")
     from ._catalog import build
     from ._ensemble import ensemble
     from ._tangents import FLI, MEGNO

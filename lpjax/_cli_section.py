@@ -9,7 +9,7 @@ import time
 import click
 import numpy as np
 
-from ._cli_args import _Failure, _need_matplotlib, _parse_y0, _positive_finite, _whole_steps, _writable_target, _x64
+from ._cli_args import _Failure, _outputs_checked, _parse_y0, _positive_finite, _whole_steps
 from ._io import atomic_write
 
 _DIRECTIONS = {"+": 1, "-": -1, "both": 0}
@@ -27,13 +27,7 @@ def run_section(system, n_members, method, dt, t1, surface, direction, crossings
     n_steps = _whole_steps(t1, dt)
     if not (np.isfinite(spread) and spread >= 0):
         raise _Failure(f"--spread must be finite and >= 0, got {spread}")
-    from ._ensemble._store import check_store_path
-
-    check_store_path(out, "--out")
-    if plot:
-        _writable_target(plot, "--plot", ".png")
-        _need_matplotlib("lpjax section --plot")
-    _x64()
+    _outputs_checked(out, plot, "lpjax section")
     from ._catalog import build
     from ._ensemble import ensemble, spread_states
     from ._events import Event
