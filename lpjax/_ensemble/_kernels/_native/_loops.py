@@ -224,9 +224,10 @@ def _branched(ctx, branches, idx, ops, avals):
     ctx.keep(go, flag, np.bool_)
     ctx.store(ctx.op("or", ctx.load(anyone, np.bool_), go, np.bool_), anyone, np.bool_)
     busy = [b for b in range(len(branches)) if b not in idle]
-    if len(busy) == 1:
-        return _gathered(ctx, branches[busy[0]], ops, avals, regions, [(j, st) if _passed(branches[busy[0]], k) == j
-                                                                        else (None, st) for k, (j, st) in enumerate(kept)], flag, anyone)
+    if len(busy) == 1:  # (an output stays in place where the busy branch passes it through too)
+        branch = branches[busy[0]]
+        kept = [(j if _passed(branch, k) == j else None, st) for k, (j, st) in enumerate(kept)]
+        return _gathered(ctx, branch, ops, avals, regions, kept, flag, anyone)
     ctx.close()
     ctx.open()
     ctx.level += 1
