@@ -80,13 +80,13 @@ class AbstractIndicator(eqx.Module):
         """Entries of the running sums."""
 
     @abc.abstractmethod
-    def update(self, acc: Array, logs: Float[Array, " k"], n: Int[Array, ""]) -> Array:
-        """The sums after the renormalisation at step ``n`` (``logs``: each vector's log R_ii since
-        the last one)."""
+    def update(self, acc: Array, logs: Float[Array, " k"], t: Float[Array, ""], h: Float[Array, ""]) -> Array:
+        """The sums after the renormalisation at time ``t``, ``h`` after the last one (``logs``: each
+        vector's log R_ii since then)."""
 
     @abc.abstractmethod
-    def values(self, acc: Array, n: Int[Array, ""], dt) -> dict:
-        """What a save keeps, at step ``n`` of size ``dt``."""
+    def values(self, acc: Array, t: Float[Array, ""]) -> dict:
+        """What a save keeps, at time ``t`` (> 0)."""
 
     def casimir_count(self, system, y) -> int:
         """The Casimirs whose level set the tangents stay on (0 unless ``on_leaf``)."""
@@ -95,8 +95,7 @@ class AbstractIndicator(eqx.Module):
     def __call__(self, system, y) -> dict:
         """What a save keeps, as zeros of its shapes (how an ensemble lays out its observables)."""
         d, r = y.shape[0], self.casimir_count(system, y)
-        return jax.tree.map(jnp.zeros_like, self.values(jnp.ones((self.size(d, r),), y.dtype), jnp.ones((), jnp.int32),
-                                                        jnp.ones((), y.dtype)))
+        return jax.tree.map(jnp.zeros_like, self.values(jnp.ones((self.size(d, r),), y.dtype), jnp.ones((), y.dtype)))
 
 
 @final
@@ -130,11 +129,11 @@ class Lyapunov(AbstractIndicator):
     def size(self, d: int, r: int) -> int:
         return self.n_tangents(d, r)
 
-    def update(self, acc, logs, n):
+    def update(self, acc, logs, t, h):
         return acc + logs
 
-    def values(self, acc, n, dt):
-        return {"lyapunov": acc / (n.astype(acc.dtype) * dt)}
+    def values(self, acc, t):
+        return {"lyapunov": acc / t}
 
 
 @final
@@ -152,14 +151,13 @@ class MEGNO(AbstractIndicator):
     def size(self, d: int, r: int) -> int:
         return 3  # Σ n log r_n, Σ Y(n), Y(N)
 
-    def update(self, acc, logs, n):
-        m = n.astype(acc.dtype)
-        s = acc[0] + m * logs[0]
-        y = 2.0 * s / m
-        return jnp.stack([s, acc[1] + y, y])
+    def update(self, acc, logs, t, h):  # Y(t) = (2/t) Σ t_n log r_n, ⟨Y⟩(t) = (1/t) Σ Y(t_n) h_n
+        s = acc[0] + t * logs[0]
+        y = 2.0 * s / t
+        return jnp.stack([s, acc[1] + y * h, y])
 
-    def values(self, acc, n, dt):
-        return {"megno": acc[1] / n.astype(acc.dtype), "megno_y": acc[2]}
+    def values(self, acc, t):
+        return {"megno": acc[1] / t, "megno_y": acc[2]}
 
 
 @final
@@ -177,11 +175,11 @@ class FLI(AbstractIndicator):
     def size(self, d: int, r: int) -> int:
         return 2  # log ‖δ_N‖, its largest so far
 
-    def update(self, acc, logs, n):
+    def update(self, acc, logs, t, h):
         total = acc[0] + logs[0]
         return jnp.stack([total, jnp.maximum(acc[1], total)])
 
-    def values(self, acc, n, dt):
+    def values(self, acc, t):
         return {"fli": acc[1]}
 
 
@@ -217,6 +215,24 @@ def _lifted(observe, state, W: Float[Array, "k d"]):
     up = lambda w: back(w)[0]  # noqa: E731
     DDt = jax.vmap(lambda e: jax.jvp(observe, (state,), (up(e),))[1])(jnp.eye(d, dtype=W.dtype))
     return jax.vmap(lambda w: up(solve_small(DDt, w)))(W)
+
+
+def _renormalised(indicator, method, system, state, tangents, acc, t, h):
+    """The tangents at ``state`` orthonormalised (in the observed coordinates, back onto the leaf
+    first where the indicator keeps it and has more than one vector), and the indicator's sums
+    updated at time ``t``, ``h`` after the last renormalisation."""
+    def observe(s):
+        return method.observe(system, s)
+
+    W = jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents)
+    if indicator.n_tangents(W.shape[1], 0) > 1 and indicator.casimir_count(system, W[0]):
+        # back onto the leaf: a method keeps its Casimirs to roundoff (or, a collective one, to its order), and
+        # Gram-Schmidt would let that leak stand in for the most contracting direction
+        off = W - _on_leaf(system, observe(state), W)
+        tangents = jax.tree.map(jnp.subtract, tangents, _lifted(observe, state, off))
+        W = W - off
+    logs, _, tangents = _orthonormalised(W, tangents)
+    return tangents, indicator.update(acc, logs, t, h)
 
 
 @final
@@ -302,17 +318,8 @@ class TangentMember(AbstractMember):
         n = carry.n + 1
 
         def renormalised(tangents, acc):
-            W = self._observed(system, state, tangents)
-            if self.indicator.n_tangents(W.shape[1], 0) > 1 and self.indicator.casimir_count(system, W[0]):
-                # back onto the leaf: a method keeps its Casimirs to roundoff (or, a collective one, to its
-                # order), and Gram-Schmidt would let that leak stand in for the most contracting direction
-                y = self.method.observe(system, state)
-                off = W - _on_leaf(system, y, W)
-                tangents = jax.tree.map(jnp.subtract, tangents, _lifted(lambda s: self.method.observe(system, s),
-                                                                        state, off))
-                W = W - off
-            logs, _, tangents = _orthonormalised(W, tangents)
-            return tangents, self.indicator.update(acc, logs, n)
+            t = n.astype(self.dtype) * dt
+            return _renormalised(self.indicator, self.method, system, state, tangents, acc, t, self.indicator.every * dt)
 
         if self.indicator.every == 1:
             tangents, acc = renormalised(tangents, carry.acc)
@@ -326,8 +333,8 @@ class TangentMember(AbstractMember):
         return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
 
     def observe(self, dyn_m, carry):
-        n = jnp.maximum(carry.n, 1)  # (at the start: the sums' zeros)
-        values = self.indicator.values(carry.acc, n, self.inner.dt)
+        t = jnp.maximum(carry.n, 1).astype(self.dtype) * self.inner.dt  # (at the start: the sums' zeros)
+        values = self.indicator.values(carry.acc, t)
         return {"state": self.inner.observe(dyn_m, carry.inner), **values} if self.with_state else values
 
     def summary(self, dyn_m, carry):
