@@ -29,7 +29,8 @@ from .._schedule import AdaptiveSchedule, adaptive_schedule
 from ._kernel import EnsembleFunction, EnsembleOutput, platform_of, resolve_kernel, starts_as_given
 from .._events import as_events, with_events
 from .._member import FixedMember
-from .._tangents import TangentMember, is_indicator
+from .._tangent_members import with_indicator
+from .._tangents import is_indicator
 from ._kernels import AbstractKernel
 from .._memo import by_identity
 from ._plan import Plan, make_plan
@@ -45,16 +46,16 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
                    rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None,
                    events: tuple = ()) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
-    if is_indicator(observe_fn):  # tangent vectors beside the state
-        if adaptive is not None or events:
-            raise ValueError(f"ensemble: a chaos indicator ({observe_fn!r}) runs with fixed steps and no events, for now")
-        member = TangentMember(FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every,
-                                           observe_nothing, bool(stats)), observe_fn)
-    elif adaptive is None:
+    indicator = observe_fn if is_indicator(observe_fn) else None  # tangent vectors beside the state
+    if indicator is not None:
+        if events:
+            raise ValueError(f"ensemble: a chaos indicator ({indicator!r}) runs without events, for now")
+        observe_fn = observe_nothing
+    if adaptive is None:
         member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
-    member = with_events(member, events)
+    member = with_events(member, events) if indicator is None else with_indicator(member, indicator)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
 
 
