@@ -14,6 +14,7 @@ state tangents as well. :class:`TangentMember` wraps a fixed-step member program
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar, final
 
 import equinox as eqx
@@ -30,13 +31,14 @@ from ._member import AbstractMember, FixedMember
 from ._small import solve_small
 from ._tangents import AbstractIndicator
 
-__all__ = ["AdaptiveTangentMember", "TangentMember", "with_indicator"]
+__all__ = ["AbstractTangentMember", "AdaptiveTangentMember", "TangentMember", "with_indicator"]
 
 
 def _orthonormalised(W: Float[Array, "k d"], tangents):
     """Modified Gram–Schmidt on the rows of ``W`` (the observed tangents), the same combinations
-    applied to ``tangents`` (the state tangents, leading axis ``k``): ``(log R_ii, W', tangents')``
-    with ``W'`` orthonormal. Unrolled over ``k`` (no LAPACK: every kernel runs it)."""
+    applied to ``tangents`` (the state tangents, leading axis ``k``): ``(log R_ii, tangents')``,
+    the new tangents' observed images orthonormal. Unrolled over ``k`` (no LAPACK: every kernel
+    runs it)."""
     k = W.shape[0]
     rows, states, logs = [], [], []
     for i in range(k):
@@ -48,7 +50,7 @@ def _orthonormalised(W: Float[Array, "k d"], tangents):
         rows.append(w / n)
         states.append(jax.tree.map(lambda a: a / n, s))
         logs.append(jnp.log(n))
-    return jnp.stack(logs), jnp.stack(rows), jax.tree.map(lambda *a: jnp.stack(a), *states)
+    return jnp.stack(logs), jax.tree.map(lambda *a: jnp.stack(a), *states)
 
 
 def _directions(d: int, dtype) -> np.ndarray:
@@ -91,7 +93,7 @@ def _started(indicator, method, system, state, d: int, dtype):
     V = jnp.asarray(_directions(d, np.dtype(dtype)))
     V = (_on_leaf(system, observe(state), V) if r else V)[: indicator.n_tangents(d, r)]
     tangents = _lifted(observe, state, V)
-    _, _, tangents = _orthonormalised(jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents), tangents)
+    _, tangents = _orthonormalised(jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents), tangents)
     return tangents, jnp.zeros((indicator.size(d, r),), dtype)
 
 
@@ -109,36 +111,21 @@ def _renormalised(indicator, method, system, state, tangents, acc, t, h):
         off = W - _on_leaf(system, observe(state), W)
         tangents = jax.tree.map(jnp.subtract, tangents, _lifted(observe, state, off))
         W = W - off
-    logs, _, tangents = _orthonormalised(W, tangents)
+    logs, tangents = _orthonormalised(W, tangents)
     return tangents, indicator.update(acc, logs, t, h)
 
 
-@final
-class _TangentCarry(eqx.Module):
-    inner: Any  # the fixed-step member's carry
-    tangents: PyTree  # the method state's tangents, leading axis k
-    n: Int[Array, ""]  # steps taken
-    acc: Array  # the indicator's running sums
+class AbstractTangentMember(AbstractMember):
+    """A member program with an indicator's tangent vectors around an ``inner`` one (see the
+    module): what they share (the method, the system, the sizes) is the inner member's; its
+    observable is the indicator's values (``with_state``: and the state, as ``"state"``, which
+    :func:`lpjax.integrate` keeps); a step is tested (no replay)."""
 
+    inner: eqx.AbstractVar[AbstractMember]
+    indicator: eqx.AbstractVar[AbstractIndicator]
+    with_state: eqx.AbstractVar[bool]
 
-@final
-class TangentMember(AbstractMember):
-    """A fixed-step member program (``inner``) with an indicator's tangent vectors (see the
-    module). Its observable is the indicator's values; a step is tested (no replay)."""
-
-    inner: FixedMember
-    indicator: AbstractIndicator
-    with_state: bool = eqx.field(static=True, default=False)  # observe the state too, as "state" (integrate's)
-
-    sorts: ClassVar[bool] = False
     replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
-
-    def __check_init__(self):
-        every = self.indicator.every
-        if self.inner.save_every % every:
-            raise ValueError(f"{type(self.indicator).__name__}: the saves ({self.inner.save_every} steps apart) must "
-                             f"fall on the orthonormalisations (every {every} steps): make save_every a multiple of "
-                             f"{every}")
 
     @property
     def method(self):
@@ -153,15 +140,59 @@ class TangentMember(AbstractMember):
         return self.inner.n_steps
 
     @property
-    def save_every(self) -> int:
-        return self.inner.save_every
-
-    @property
     def dtype(self):
         return self.inner.dtype
 
     def system(self, dyn_m):
         return self.inner.system(dyn_m)
+
+    @abc.abstractmethod
+    def time(self, carry):
+        """The time the member has reached (> 0 at the start: its sums' zeros)."""
+
+    def observe(self, dyn_m, carry):
+        values = self.indicator.values(carry.acc, self.time(carry))
+        return {"state": self.inner.observe(dyn_m, carry.inner), **values} if self.with_state else values
+
+    def summary(self, dyn_m, carry):
+        return self.inner.summary(dyn_m, carry.inner)
+
+    def finished(self, dyn_m, carry):
+        return None
+
+
+@final
+class _TangentCarry(eqx.Module):
+    inner: Any  # the fixed-step member's carry
+    tangents: PyTree  # the method state's tangents, leading axis k
+    n: Int[Array, ""]  # steps taken
+    acc: Array  # the indicator's running sums
+
+
+@final
+class TangentMember(AbstractTangentMember):
+    """A fixed-step member program (``inner``) with an indicator's tangent vectors (see the
+    module), orthonormalised every ``indicator.every`` steps."""
+
+    inner: FixedMember
+    indicator: AbstractIndicator
+    with_state: bool = eqx.field(static=True, default=False)
+
+    sorts: ClassVar[bool] = False
+
+    def __check_init__(self):
+        every = self.indicator.every
+        if self.inner.save_every % every:
+            raise ValueError(f"{type(self.indicator).__name__}: the saves ({self.inner.save_every} steps apart) must "
+                             f"fall on the orthonormalisations (every {every} steps): make save_every a multiple of "
+                             f"{every}")
+
+    @property
+    def save_every(self) -> int:
+        return self.inner.save_every
+
+    def time(self, carry):
+        return jnp.maximum(carry.n, 1).astype(self.dtype) * self.inner.dt
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
@@ -198,17 +229,6 @@ class TangentMember(AbstractMember):
         step = step or self.step
         return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
 
-    def observe(self, dyn_m, carry):
-        t = jnp.maximum(carry.n, 1).astype(self.dtype) * self.inner.dt  # (at the start: the sums' zeros)
-        values = self.indicator.values(carry.acc, t)
-        return {"state": self.inner.observe(dyn_m, carry.inner), **values} if self.with_state else values
-
-    def summary(self, dyn_m, carry):
-        return self.inner.summary(dyn_m, carry.inner)
-
-    def finished(self, dyn_m, carry):
-        return None
-
 
 @final
 class _AdaptiveTangentCarry(eqx.Module):
@@ -218,7 +238,7 @@ class _AdaptiveTangentCarry(eqx.Module):
 
 
 @final
-class AdaptiveTangentMember(AbstractMember):
+class AdaptiveTangentMember(AbstractTangentMember):
     """An adaptive member program (``inner``) with an indicator's tangent vectors: each accepted
     step of size ``h`` from a state carries them by the JVP of that accepted step (its size held
     fixed, as the discrete adjoint holds it: with step doubling, the two half steps the run goes
@@ -231,26 +251,9 @@ class AdaptiveTangentMember(AbstractMember):
 
     sorts: ClassVar[bool] = True  # (by the inner member's predicted cost)
     save_every: ClassVar[int] = 1
-    replay: ClassVar[str] = "written"
 
-    @property
-    def method(self):
-        return self.inner.method
-
-    @property
-    def replays(self) -> bool:
-        return False
-
-    @property
-    def n_steps(self) -> int:
-        return self.inner.n_steps
-
-    @property
-    def dtype(self):
-        return self.inner.dtype
-
-    def system(self, dyn_m):
-        return self.inner.system(dyn_m)
+    def time(self, carry):
+        return jnp.where(carry.inner.t > 0, carry.inner.t, 1.0)
 
     def step_estimate(self, dyn_m, y0):
         return self.inner.step_estimate(dyn_m, y0)
@@ -281,17 +284,6 @@ class AdaptiveTangentMember(AbstractMember):
 
     def advance(self, dyn_m, carry, step=None):
         return (step or self.step)(dyn_m, carry)
-
-    def observe(self, dyn_m, carry):
-        t = carry.inner.t
-        values = self.indicator.values(carry.acc, jnp.where(t > 0, t, 1.0))  # (at the start: the sums' zeros)
-        return {"state": self.inner.observe(dyn_m, carry.inner), **values} if self.with_state else values
-
-    def summary(self, dyn_m, carry):
-        return self.inner.summary(dyn_m, carry.inner)
-
-    def finished(self, dyn_m, carry):
-        return None
 
 
 def with_indicator(member, indicator: AbstractIndicator, with_state: bool = False):
