@@ -39,7 +39,7 @@ from jaxtyping import Array, Float, Int
 
 from ._integrator import RESULTS
 from ._adaptive import AdaptiveMember
-from ._member import AbstractMember, FixedMember
+from ._member import AbstractWrappedMember, FixedMember
 
 __all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events",
            "describe_event", "event_record", "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
@@ -232,33 +232,11 @@ class _EventCarry(eqx.Module):
     rec: _Record
 
 
-class AbstractEventMember(AbstractMember):
-    """A member program with events around an ``inner`` one: what they share (the method, the
-    system, the observable, the sizes) is the inner member's; a step is tested (no replay)."""
+class AbstractEventMember(AbstractWrappedMember):
+    """A member program with events around an ``inner`` one (its method, system, observable and
+    sizes); every step tested: an event is located from a tested state."""
 
-    inner: eqx.AbstractVar[AbstractMember]
     events: eqx.AbstractVar[tuple]
-
-    replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
-
-    @property
-    def method(self):
-        return self.inner.method
-
-    @property
-    def replays(self) -> bool:
-        return False  # every step tested: an event is located from a tested state
-
-    @property
-    def n_steps(self) -> int:
-        return self.inner.n_steps
-
-    @property
-    def dtype(self):
-        return self.inner.dtype
-
-    def system(self, dyn_m):
-        return self.inner.system(dyn_m)
 
     def observe(self, dyn_m, carry):
         return self.inner.observe(dyn_m, carry.inner)

@@ -37,7 +37,7 @@ from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._integrator._base import deferred_finiteness
 from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "Carry", "FixedMember", "count_dtype", "in_cost_order"]
+__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order"]
 
 
 def count_dtype():
@@ -126,6 +126,35 @@ class AbstractMember(eqx.Module):
         carry)``: :meth:`step` for a member known not finished, which a kernel that stops
         stepping finished members runs instead (the same carry, without what keeps a finished
         one's)."""
+
+
+class AbstractWrappedMember(AbstractMember):
+    """A member program around an ``inner`` one (a per-member feature: events, tangent vectors):
+    the method, the system and the sizes are the inner member's; every step is tested (no
+    replay: a feature reads the state of each step)."""
+
+    inner: eqx.AbstractVar[AbstractMember]
+
+    replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
+
+    @property
+    def method(self):
+        return self.inner.method
+
+    @property
+    def replays(self) -> bool:
+        return False
+
+    @property
+    def n_steps(self) -> int:
+        return self.inner.n_steps
+
+    @property
+    def dtype(self):
+        return self.inner.dtype
+
+    def system(self, dyn_m):
+        return self.inner.system(dyn_m)
 
 
 @final

@@ -27,7 +27,7 @@ from ._adaptive import AdaptiveMember
 from ._integrator import RESULTS
 from ._integrator._error_estimates import step_and_error
 from ._integrator._implicit import collecting_statistics
-from ._member import AbstractMember, FixedMember
+from ._member import AbstractWrappedMember, FixedMember
 from ._small import solve_small
 from ._tangents import AbstractIndicator
 
@@ -115,36 +115,13 @@ def _renormalised(indicator, method, system, state, tangents, acc, t, h):
     return tangents, indicator.update(acc, logs, t, h)
 
 
-class AbstractTangentMember(AbstractMember):
+class AbstractTangentMember(AbstractWrappedMember):
     """A member program with an indicator's tangent vectors around an ``inner`` one (see the
-    module): what they share (the method, the system, the sizes) is the inner member's; its
-    observable is the indicator's values (``with_state``: and the state, as ``"state"``, which
-    :func:`lpjax.integrate` keeps); a step is tested (no replay)."""
+    module): its observable is the indicator's values (``with_state``: and the state, as
+    ``"state"``, which :func:`lpjax.integrate` keeps)."""
 
-    inner: eqx.AbstractVar[AbstractMember]
     indicator: eqx.AbstractVar[AbstractIndicator]
     with_state: eqx.AbstractVar[bool]
-
-    replay: ClassVar[str] = "written"  # (the fused kernel's summary: no finiteness flag for a replay)
-
-    @property
-    def method(self):
-        return self.inner.method
-
-    @property
-    def replays(self) -> bool:
-        return False
-
-    @property
-    def n_steps(self) -> int:
-        return self.inner.n_steps
-
-    @property
-    def dtype(self):
-        return self.inner.dtype
-
-    def system(self, dyn_m):
-        return self.inner.system(dyn_m)
 
     @abc.abstractmethod
     def time(self, carry):
