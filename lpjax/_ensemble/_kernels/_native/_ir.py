@@ -105,7 +105,10 @@ class AbstractEmitter(Context, abc.ABC):
     def call(self, fn: str, args: list, dt, ret=None) -> Sym:
         """``fn`` (a libm function or an ``llvm.`` intrinsic) of ``args``, all of ``dt``."""
         t, r = llvm_type(dt), llvm_type(ret or dt)
-        self.decls.add(f"declare {r} @{fn}({', '.join([t] * len(args))})")
+        # a C library function as pure (its errno is never read): a member loop that calls it can still
+        # vectorize, the call made once per lane
+        pure = "" if fn.startswith("llvm.") else " nounwind willreturn memory(none)"
+        self.decls.add(f"declare {r} @{fn}({', '.join([t] * len(args))}){pure}")
         return self.new(f"call {r} @{fn}({', '.join(f'{t} {self.ref(a, dt)}' for a in args)})", ret or dt, args)
 
     @abc.abstractmethod
