@@ -79,8 +79,13 @@ def _lifted(observe, state, W: Float[Array, "k d"]):
     _, back = jax.vjp(observe, state)
     d = W.shape[1]
     up = lambda w: back(w)[0]  # noqa: E731
-    DDt = jax.vmap(lambda e: jax.jvp(observe, (state,), (up(e),))[1])(jnp.eye(d, dtype=W.dtype))
+    DDt = _observed(observe, state, jax.vmap(up)(jnp.eye(d, dtype=W.dtype)))
     return jax.vmap(lambda w: up(solve_small(DDt, w)))(W)
+
+
+def _observed(observe, state, tangents) -> Float[Array, "k d"]:
+    """The tangents (of the method's ``state``, leading axis ``k``) in the observed coordinates."""
+    return jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents)
 
 
 def _started(indicator, method, system, state, d: int, dtype):
@@ -89,11 +94,12 @@ def _started(indicator, method, system, state, d: int, dtype):
     def observe(s):
         return method.observe(system, s)
 
-    r = indicator.casimir_count(system, observe(state))
+    y = observe(state)
+    r = indicator.casimir_count(system, y)
     V = jnp.asarray(_directions(d, np.dtype(dtype)))
-    V = (_on_leaf(system, observe(state), V) if r else V)[: indicator.n_tangents(d, r)]
+    V = (_on_leaf(system, y, V) if r else V)[: indicator.n_tangents(d, r)]
     tangents = _lifted(observe, state, V)
-    _, tangents = _orthonormalised(jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents), tangents)
+    _, tangents = _orthonormalised(_observed(observe, state, tangents), tangents)
     return tangents, jnp.zeros((indicator.size(d, r),), dtype)
 
 
@@ -104,11 +110,12 @@ def _renormalised(indicator, method, system, state, tangents, acc, t, h):
     def observe(s):
         return method.observe(system, s)
 
-    W = jax.vmap(lambda u: jax.jvp(observe, (state,), (u,))[1])(tangents)
-    if indicator.n_tangents(W.shape[1], 0) > 1 and indicator.casimir_count(system, W[0]):
+    W = _observed(observe, state, tangents)
+    y = observe(state)
+    if W.shape[0] > 1 and indicator.casimir_count(system, y):
         # back onto the leaf: a method keeps its Casimirs to roundoff (or, a collective one, to its order), and
         # Gram-Schmidt would let that leak stand in for the most contracting direction
-        off = W - _on_leaf(system, observe(state), W)
+        off = W - _on_leaf(system, y, W)
         tangents = jax.tree.map(jnp.subtract, tangents, _lifted(observe, state, off))
         W = W - off
     logs, tangents = _orthonormalised(W, tangents)

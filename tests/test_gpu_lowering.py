@@ -272,14 +272,21 @@ def test_the_adaptive_kernel_lowers_for_cuda_with_a_while_per_lane(stages):
     system = lpjax.systems.heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
     f = lpjax.ensemble_function(system, lpjax.GaussLegendre(stages), None, platform="cuda", observe="casimirs",
                                 controller=lpjax.PIDController(rtol=1e-8, atol=1e-8), ts=[0.5, 1.0, 2.0])
+    prof = _one_kernel_loading_nothing_in_loops(f)
+    assert prof["max_loop_depth"] == 3, prof
+
+
+def _one_kernel_loading_nothing_in_loops(f) -> dict:
+    """``f`` (on 6-entry states) lowers for CUDA as one fused Triton kernel with no global load
+    inside any loop and no store but at the saves; its loop profile."""
     assert f.kernel == lpjax.kernels.Fused()
     hlo, ir = lower_for_cuda(f, jnp.ones((N, 6)))
     assert hlo.count("__gpu$xla.gpu.triton") == 1
     prof = loop_profile(ir)
-    assert prof["max_loop_depth"] == 3, prof
     assert prof["live_loads_in_loops"] == 0, prof
     assert prof["stores_in_step_loop"] == 0, prof
     assert prof["stores_in_save_loop"] >= 1, prof
+    return prof
 
 
 def test_the_tangent_program_lowers_for_cuda_with_the_tangents_in_registers():
@@ -289,10 +296,4 @@ def test_the_tangent_program_lowers_for_cuda_with_the_tangents_in_registers():
     system = lpjax.systems.heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0)
     f = lpjax.ensemble_function(system, lpjax.GaussLegendre(2), 0.01, N_STEPS, save_every=SAVE_EVERY,
                                 observe=lpjax.MEGNO(), platform="cuda")
-    assert f.kernel == lpjax.kernels.Fused()
-    hlo, ir = lower_for_cuda(f, jnp.ones((N, 6)))
-    assert hlo.count("__gpu$xla.gpu.triton") == 1
-    prof = loop_profile(ir)
-    assert prof["live_loads_in_loops"] == 0, prof
-    assert prof["stores_in_step_loop"] == 0, prof
-    assert prof["stores_in_save_loop"] >= 1, prof
+    _one_kernel_loading_nothing_in_loops(f)

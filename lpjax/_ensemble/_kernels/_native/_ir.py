@@ -193,7 +193,7 @@ class AbstractEmitter(Context, abc.ABC):
         lane's (a scatter)."""
         if np.dtype(dtype) == np.bool_:
             x, dtype = self.cast(x, np.int64), np.int64
-        self.store(x, self.element(region, dtype, lane and self.here(lane)), dtype, array=True)
+        self.store(x, self.element(region, dtype, None if lane is None else self.here(lane)), dtype, array=True)
         self.stores += 1
         self.version[region] = self.stores
         if lane is None:
