@@ -27,8 +27,8 @@
 from __future__ import annotations
 
 import abc
-import functools
 import contextlib
+import functools
 import contextvars
 from typing import Any, Callable, Iterator, Optional
 
@@ -107,29 +107,69 @@ def _tangent_solve(g, r):
 TANGENT_ITERS = 30  # at most, for the tangent solve inside the kernels (it stops at roundoff)
 
 
-def _preconditioned_tangent_solve(update, z0, g, r):
+def _preconditioned_tangent_solve(update, z0, g, r, x0, scale=0.0):
     """``g(x) = r`` (``g`` linear: the residual's linearization at the root) by Richardson's
     iteration preconditioned with the method's own update at ``z0`` (its approximate inverse of
-    the residual's Jacobian): ``x ← x − update(g(x) − r, z0)``, from 0, until the correction is
-    below roundoff of ``x`` (at most :data:`TANGENT_ITERS`). For forward-mode tangents inside the
-    ensemble kernels (:func:`lpjax._small.entrywise_solves`): one linearized residual and one
-    update a trip, where the dense solve forms the whole Jacobian (``m`` linearized residuals and
+    the residual's Jacobian): ``x ← x − update(g(x) − r, z0)``, from ``x0``, until the error
+    left, estimated as the iterate's (``θ/(1 − θ)·|Δx|``, θ the observed contraction), is below
+    roundoff of ``x`` (at most :data:`TANGENT_ITERS` trips). One linearized residual and one
+    update a trip, where a dense solve forms the whole Jacobian (``m`` linearized residuals and
     an ``m × m`` elimination: a GL4 tangent ten times the step's cost)."""
     eps = jnp.finfo(r.dtype).eps
 
     def going(c):
-        _, e, it = c
-        return (it < TANGENT_ITERS) & (e > 0)
+        _, _, done, it = c
+        return (it < TANGENT_ITERS) & ~done
 
     def body(c):
-        x, _, it = c
+        x, e_prev, _, it = c
         dx = update(g(x) - r, z0)
         x = x - dx
-        e = jnp.max(jnp.abs(dx)) - 2 * eps * jnp.max(jnp.abs(x))  # (> 0: the correction still counts)
-        return x, e, it + 1
+        e = jnp.max(jnp.abs(dx))
+        bound = eps * jnp.maximum(jnp.max(jnp.abs(x)), scale)
+        done = jnp.where(jnp.isfinite(e_prev) & (2 * e < e_prev), e * e <= bound * (e_prev - e), e <= bound)
+        return x, e, done, it + 1
 
-    x0 = jnp.zeros_like(r)
-    return jax.lax.while_loop(going, body, (x0, jnp.ones((), r.dtype), jnp.zeros((), jnp.int32)))[0]
+    init = (x0, jnp.full((), jnp.inf, r.dtype), jnp.asarray(False), jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(going, body, init)[0]
+
+
+def _forward_root(residual: Residual, z0, args, solve, update):
+    """``solve(g, z0)`` (``g = residual(·, args)``, returning ``(z, aux)``) with a forward-mode
+    rule for the ensemble kernels (:func:`lpjax._small.entrywise_solves`), where tangents are
+    pushed forward and never pulled back: the root's tangent ``ż`` solves the linearized
+    equations ``∂_z R ż = −∂_args R · args_dot`` by :func:`_preconditioned_tangent_solve`, started
+    from the tangent of the guess ``z0``. A method's guess is a function of its state (GL's
+    stages extrapolated from the last step), so that tangent predicts ``ż`` as ``z0`` predicts
+    ``z``, and the iteration starts where the solve of ``z`` does. What ``update``, ``solve``'s
+    tolerances and scales close over only steers the iteration, not the root: their tangents are
+    dropped (as ``custom_root`` drops them)."""
+    dyn, static = eqx.partition(args, lambda a: isinstance(a, jax.Array))
+
+    def residual_at(d):
+        return lambda z: residual(z, eqx.combine(d, static))
+
+    solve_c, solve_consts = jax.closure_convert(lambda z, d: solve(residual_at(d), z), z0, dyn)
+    update_c, update_consts = jax.closure_convert(update, z0, z0)
+
+    @jax.custom_jvp
+    def root(z, d, s_consts, u_consts):
+        return solve_c(z, d, *s_consts)
+
+    @root.defjvp
+    def root_jvp(primals, tangents):
+        z_guess, d, _, u_consts = primals
+        z_guess_dot, d_dot = tangents[:2]
+        z, aux = root(*primals)
+        rhs = jax.jvp(lambda d_: residual(z, eqx.combine(d_, static)), (d,), (d_dot,))[1]
+        g = jax.linearize(residual_at(d), z)[1]
+        scale = functools.reduce(jnp.maximum, [jnp.max(jnp.abs(t)) for t in jax.tree.leaves(d_dot)
+                                               if t.dtype != jax.dtypes.float0], 0.0)
+        z_dot = _preconditioned_tangent_solve(lambda r, w: update_c(r, w, *u_consts), z_guess, g, -rhs, z_guess_dot,
+                                              scale)
+        return (z, aux), (z_dot, jax.tree.map(jnp.zeros_like, aux))
+
+    return root(z0, dyn, solve_consts, update_consts)
 
 
 def _iterate(g, z0, update, max_iters: int, tol: float, unroll: bool, scale, early_exit: bool,
@@ -277,9 +317,10 @@ def implicit_solve(
         return _iterate(g_, z_init, update, max_iters, tol, unroll, jax.lax.stop_gradient(scale),
                         early_exit and implicit_diff, fallback if implicit_diff else None, fallback_iters)
 
-    if implicit_diff:
-        tangent = functools.partial(_preconditioned_tangent_solve, update, z0) if sm.entrywise() else _tangent_solve
-        z, aux = jax.lax.custom_root(g, z0, solve, tangent, has_aux=True)
+    if implicit_diff and sm.entrywise():
+        z, aux = _forward_root(residual, z0, args, solve, update)
+    elif implicit_diff:
+        z, aux = jax.lax.custom_root(g, z0, solve, _tangent_solve, has_aux=True)
     else:
         z, aux = solve(g, z0)
     first, err = jax.lax.stop_gradient(aux)
