@@ -39,7 +39,7 @@ from jaxtyping import Array, Float, Int
 
 from ._integrator import RESULTS
 from ._adaptive import AdaptiveMember
-from ._member import AbstractWrappedMember, FixedMember
+from ._member import AbstractMember, AbstractWrappedMember, innermost
 
 __all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events",
            "describe_event", "event_record", "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
@@ -226,7 +226,7 @@ def after_step(events: tuple, method, system, rec: _Record, state0, t0, state1, 
 
 @final
 class _EventCarry(eqx.Module):
-    inner: Any  # the fixed-step member's carry
+    inner: Any  # the fixed-step member's carry (or a tangent member's around it)
     k: Int[Array, ""]  # steps taken
     t: Float[Array, ""]  # the time reached (the event's, after a terminal one)
     rec: _Record
@@ -244,10 +244,12 @@ class AbstractEventMember(AbstractWrappedMember):
 
 @final
 class EventMember(AbstractEventMember):
-    """A fixed-step member program (``inner``) with ``events`` located and recorded (see the
-    module)."""
+    """A fixed-step member program (``inner``: a :class:`~lpjax._member.FixedMember`, or a
+    tangent member around one) with ``events`` located and recorded (see the module). A terminal
+    event keeps the whole inner carry from its step on: a tangent member's indicator stays at its
+    values of that step."""
 
-    inner: FixedMember
+    inner: AbstractMember
     events: tuple
 
     @property
@@ -260,12 +262,12 @@ class EventMember(AbstractEventMember):
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
-        t = jnp.zeros((), self.dtype)
-        return _EventCarry(c, jnp.zeros((), c.num_failed.dtype), t,
-                           _start(self.events, self.method, self.system(dyn_m), c.state, t, self.dtype))
+        t, base = jnp.zeros((), self.dtype), innermost(c)
+        return _EventCarry(c, jnp.zeros((), base.num_failed.dtype), t,
+                           _start(self.events, self.method, self.system(dyn_m), base.state, t, self.dtype))
 
     def step(self, dyn_m, carry: _EventCarry) -> _EventCarry:
-        return self._step(dyn_m, carry, carry.inner.result == RESULTS.event_occurred)
+        return self._step(dyn_m, carry, innermost(carry).result == RESULTS.event_occurred)
 
     def step_running(self, dyn_m, carry: _EventCarry) -> _EventCarry:
         """:meth:`step` for a member known not to be finished (bit for bit: a stopped member's
@@ -274,15 +276,17 @@ class EventMember(AbstractEventMember):
 
     def _step(self, dyn_m, carry: _EventCarry, stopped) -> _EventCarry:
         inner = self.inner.step(dyn_m, carry.inner)
-        k = carry.k + 1
-        live = inner.result == RESULTS.successful
+        k, base = carry.k + 1, innermost(inner)
+        live = base.result == RESULTS.successful
         live = live if stopped is None else ~stopped & live
-        rec, stop, t, state = after_step(self.events, self.method, self.system(dyn_m), carry.rec, carry.inner.state,
-                                         carry.t, inner.state, k.astype(self.dtype) * self.inner.dt, live, self.dtype)
+        dt = innermost(self.inner).dt
+        rec, stop, t, state = after_step(self.events, self.method, self.system(dyn_m), carry.rec,
+                                         innermost(carry.inner).state, carry.t, base.state, k.astype(self.dtype) * dt,
+                                         live, self.dtype)
         if not any(e.terminal for e in self.events):  # nothing stops the member: no state to keep
             return _EventCarry(inner, k, t, rec)
-        result = RESULTS.where(stop & (inner.result == RESULTS.successful), RESULTS.event_occurred, inner.result)
-        inner = eqx.tree_at(lambda c: (c.state, c.result), inner, (state, result))
+        result = RESULTS.where(stop & (base.result == RESULTS.successful), RESULTS.event_occurred, base.result)
+        inner = eqx.tree_at(lambda c: (innermost(c).state, innermost(c).result), inner, (state, result))
         g = rec.g
         if stopped is not None:  # (the record is written only where a crossing is kept)
             (inner, k, t, g) = jax.tree.map(lambda old, x: jnp.where(stopped, old, x),
@@ -291,7 +295,7 @@ class EventMember(AbstractEventMember):
 
     def finished(self, dyn_m, carry: _EventCarry):
         """A member stopped by a terminal event (its steps keep its carry), else None: no event stops it."""
-        return carry.inner.result == RESULTS.event_occurred if any(e.terminal for e in self.events) else None
+        return innermost(carry).result == RESULTS.event_occurred if any(e.terminal for e in self.events) else None
 
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
@@ -303,10 +307,12 @@ class EventMember(AbstractEventMember):
 
 
 def with_events(member, events: tuple):
-    """``member`` (a fixed-step or adaptive member program) with ``events`` (none: as it is)."""
+    """``member`` (a fixed-step or adaptive member program, or a tangent member around one) with
+    ``events`` (none: as it is)."""
     if not events:
         return member
-    return AdaptiveEventMember(member, events) if isinstance(member, AdaptiveMember) else EventMember(member, events)
+    adaptive = isinstance(innermost(member), AdaptiveMember)
+    return AdaptiveEventMember(member, events) if adaptive else EventMember(member, events)
 
 
 def event_stat_names(adaptive: bool) -> tuple:
@@ -341,16 +347,17 @@ def event_record(stats: dict) -> EventRecord:
 
 @final
 class _AdaptiveEventCarry(eqx.Module):
-    inner: Any  # the adaptive member's carry
+    inner: Any  # the adaptive member's carry (or a tangent member's around it)
     rec: _Record
 
 
 @final
 class AdaptiveEventMember(AbstractEventMember):
-    """An adaptive member program (``inner``) with ``events``: each accepted step is a step of
-    the events (see the module); a terminal event ends the member's attempts there."""
+    """An adaptive member program (``inner``: an :class:`~lpjax._adaptive.AdaptiveMember`, or a
+    tangent member around one, each with ``until_save``) with ``events``: each accepted step is
+    a step of the events (see the module); a terminal event ends the member's attempts there."""
 
-    inner: AdaptiveMember
+    inner: AbstractMember
     events: tuple
 
     sorts: ClassVar[bool] = True  # (by the inner member's predicted cost)
@@ -361,7 +368,9 @@ class AdaptiveEventMember(AbstractEventMember):
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
-        return _AdaptiveEventCarry(c, _start(self.events, self.method, self.system(dyn_m), c.state, c.t, self.dtype))
+        base = innermost(c)
+        return _AdaptiveEventCarry(c, _start(self.events, self.method, self.system(dyn_m), base.state, base.t,
+                                             self.dtype))
 
     def step(self, dyn_m, carry: _AdaptiveEventCarry) -> _AdaptiveEventCarry:
         system = self.system(dyn_m)

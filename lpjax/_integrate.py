@@ -25,7 +25,7 @@ from ._tangent_members import with_indicator
 from ._tangents import is_indicator
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
-from ._member import Carry, FixedMember, count_dtype
+from ._member import Carry, FixedMember, count_dtype, innermost
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
 
@@ -274,7 +274,7 @@ def integrate(
     Chaos indicators. ``observe=lpjax.Lyapunov(k, every)``, ``lpjax.MEGNO()`` or ``lpjax.FLI()``
     propagates tangent vectors by the method's own linearized step beside the state and keeps
     the indicator's values at the saves in ``Solution.observables`` (see :class:`lpjax.Lyapunov`).
-    Fixed or adaptive steps from t = 0, without events.
+    Fixed or adaptive steps from t = 0, with or without events.
     """
     if events is not None or observe is not None or controller is not None or any(
             v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
@@ -354,8 +354,6 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
     if observe is not None and not is_indicator(observe):
         raise TypeError("integrate: observe takes a chaos indicator (lpjax.Lyapunov, lpjax.MEGNO, lpjax.FLI), got "
                         f"{type(observe).__name__}")
-    if observe is not None and events:
-        raise ValueError(f"integrate: a chaos indicator ({observe!r}) runs without events, for now")
     schedule = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, False, "integrate",
                                  error_estimate, local_extrapolation)  # (t1 and the rest without a controller: refused)
     if isinstance(y0, Solution) or t0 is not None or adjoint != "auto":
@@ -379,14 +377,15 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
         times = jnp.concatenate([jnp.zeros((1,), rdtype), inner.ts])
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
     record = observables = None
-    if observe is not None:
-        observables, carry, (_, _, stats) = run_member(with_indicator(inner, observe, True), dyn, y0,
-                                                       bool(throw) and traced)
-        ys, result, state = observables.pop("state"), carry.inner.result, carry.inner.state
-    elif events:  # traced: a failure raises inside
-        ys, carry, (_, _, stats) = run_member(with_events(inner, events), dyn, y0, bool(throw) and traced)
-        result, state, record = carry.inner.result, carry.inner.state, event_record(stats)
-        stats = {k: v for k, v in stats.items() if not k.startswith("event_")}
+    if observe is not None or events:  # traced: a failure raises inside
+        member = with_events(inner if observe is None else with_indicator(inner, observe, True), events)
+        ys, carry, (_, _, stats) = run_member(member, dyn, y0, bool(throw) and traced)
+        result, state = innermost(carry).result, innermost(carry).state
+        if observe is not None:
+            observables, ys = ys, ys.pop("state")
+        if events:
+            record = event_record(stats)
+            stats = {k: v for k, v in stats.items() if not k.startswith("event_")}
     else:
         ys, result, stats, state = solve(inner, dyn, y0, bool(throw) and traced)
     sol = Solution(ts=times, ys=ys, result=result, stats=stats, state=state, events=record, observables=observables)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from ._adaptive import AdaptiveMember
 from ._integrator import RESULTS
 from ._integrator._error_estimates import step_and_error
+from ._member import innermost
 
 __all__ = ["run_member", "solve"]
 
@@ -121,7 +122,7 @@ def run_member(member, dyn, y0, throw: bool):
     summary)``; ``throw``: a failed run (other than a terminal event) raises with its result's
     message."""
     ys, carry, _, _ = _run(member, dyn, y0, False)
-    result = carry.inner.result
+    result = innermost(carry).result
     if throw:
         ys = result.error_if(ys, (result != RESULTS.successful) & (result != RESULTS.event_occurred))
     return ys, carry, member.summary(dyn, carry)

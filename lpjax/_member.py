@@ -37,7 +37,7 @@ from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._integrator._base import deferred_finiteness
 from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order"]
+__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order", "innermost"]
 
 
 def count_dtype():
@@ -128,10 +128,19 @@ class AbstractMember(eqx.Module):
         one's)."""
 
 
+def innermost(x):
+    """The fixed-step or adaptive member program inside wrapped ones (:class:`AbstractWrappedMember`),
+    or the carry of that program inside the wrapped ones' carries (each holds it as ``inner``)."""
+    while hasattr(x, "inner"):
+        x = x.inner
+    return x
+
+
 class AbstractWrappedMember(AbstractMember):
     """A member program around an ``inner`` one (a per-member feature: events, tangent vectors):
     the method, the system and the sizes are the inner member's; every step is tested (no
-    replay: a feature reads the state of each step)."""
+    replay: a feature reads the state of each step). Features nest: events around tangent
+    vectors; :func:`innermost` finds the fixed-step or adaptive program and its carry."""
 
     inner: eqx.AbstractVar[AbstractMember]
 

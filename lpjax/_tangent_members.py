@@ -132,7 +132,7 @@ class AbstractTangentMember(AbstractWrappedMember):
 
     @abc.abstractmethod
     def time(self, carry):
-        """The time the member has reached (> 0 at the start: its sums' zeros)."""
+        """The time the indicator's sums are at (> 0 at the start: their zeros)."""
 
     def observe(self, dyn_m, carry):
         values = self.indicator.values(carry.acc, self.time(carry))
@@ -175,8 +175,9 @@ class TangentMember(AbstractTangentMember):
     def save_every(self) -> int:
         return self.inner.save_every
 
-    def time(self, carry):
-        return jnp.maximum(carry.n, 1).astype(self.dtype) * self.inner.dt
+    def time(self, carry):  # (of the last orthonormalisation, which the sums are at: a save, or a terminal event's step)
+        every = self.indicator.every
+        return jnp.maximum(carry.n // every * every, 1).astype(self.dtype) * self.inner.dt
 
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
@@ -219,6 +220,7 @@ class _AdaptiveTangentCarry(eqx.Module):
     inner: Any  # the adaptive member's carry
     tangents: PyTree
     acc: Array
+    t: Float[Array, ""]  # the time of the last accepted step carried (of the sums)
 
 
 @final
@@ -237,7 +239,7 @@ class AdaptiveTangentMember(AbstractTangentMember):
     save_every: ClassVar[int] = 1
 
     def time(self, carry):
-        return jnp.where(carry.inner.t > 0, carry.inner.t, 1.0)
+        return jnp.where(carry.t > 0, carry.t, 1.0)
 
     def step_estimate(self, dyn_m, y0):
         return self.inner.step_estimate(dyn_m, y0)
@@ -245,26 +247,35 @@ class AdaptiveTangentMember(AbstractTangentMember):
     def init(self, dyn_m, y0):
         c = self.inner.init(dyn_m, y0)
         return _AdaptiveTangentCarry(c, *_started(self.indicator, self.method, self.system(dyn_m), c.state, y0.shape[0],
-                                                  self.dtype))
+                                                  self.dtype), jnp.zeros((), self.dtype))
 
-    def step(self, dyn_m, carry: _AdaptiveTangentCarry) -> _AdaptiveTangentCarry:
+    def until_save(self, dyn_m, carry: _AdaptiveTangentCarry, tape, record):
+        """:meth:`AdaptiveMember.until_save <lpjax._adaptive.AdaptiveMember.until_save>` with the
+        tangents carried over each accepted step before ``record`` sees it (events around this
+        member: a terminal event's step has carried them)."""
         system, inner = self.system(dyn_m), self.inner
 
-        def record(before, after, tape):
-            def accepted(tangents, acc):
+        def both(before, after, tapes):
+            def accepted(tangents, acc, _):
                 h = after.t - before.t
 
                 def stepped(s):
                     return step_and_error(inner.method, system, s, h, inner.estimate, inner.extrapolate)[0]
 
                 tangents = jax.vmap(lambda u: jax.jvp(stepped, (before.state,), (u,))[1])(tangents)
-                return _renormalised(self.indicator, inner.method, system, after.state, tangents, acc, after.t, h)
+                return (*_renormalised(self.indicator, inner.method, system, after.state, tangents, acc, after.t, h),
+                        after.t)
 
             took = (after.accepted > before.accepted) & (after.result == RESULTS.successful)
-            return after, jax.lax.cond(took, accepted, lambda t, a: (t, a), *tape)
+            mine = jax.lax.cond(took, accepted, lambda *kept: kept, *tapes[0])
+            after, theirs = record(before, after, tapes[1])
+            return after, (mine, theirs)
 
-        c, (tangents, acc) = inner.until_save(dyn_m, carry.inner, (carry.tangents, carry.acc), record)
-        return _AdaptiveTangentCarry(c, tangents, acc)
+        c, (mine, tape) = inner.until_save(dyn_m, carry.inner, ((carry.tangents, carry.acc, carry.t), tape), both)
+        return _AdaptiveTangentCarry(c, *mine), tape
+
+    def step(self, dyn_m, carry: _AdaptiveTangentCarry) -> _AdaptiveTangentCarry:
+        return self.until_save(dyn_m, carry, None, lambda before, after, tape: (after, tape))[0]
 
     def advance(self, dyn_m, carry, step=None):
         return (step or self.step)(dyn_m, carry)

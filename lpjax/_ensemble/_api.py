@@ -48,14 +48,12 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
     dyn, static = eqx.partition(system, eqx.is_array)
     indicator = observe_fn if is_indicator(observe_fn) else None  # tangent vectors beside the state
     if indicator is not None:
-        if events:
-            raise ValueError(f"ensemble: a chaos indicator ({indicator!r}) runs without events, for now")
         observe_fn = observe_nothing
     if adaptive is None:
         member = FixedMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn, bool(stats))
     else:
         member = adaptive_member(static, method, adaptive, dt, observe_fn, rdtype)
-    member = with_events(member, events) if indicator is None else with_indicator(member, indicator)
+    member = with_events(member if indicator is None else with_indicator(member, indicator), events)
     return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
 
 
