@@ -29,6 +29,7 @@ from ._integrator import (
     AbstractImplicitMethod as AbstractImplicitMethod,
     AbstractSteppedAdjoint as AbstractSteppedAdjoint,
     AbstractIntegrator as AbstractIntegrator,
+    AbstractStochasticIntegrator as AbstractStochasticIntegrator,
     COMPOSITION_SCHEMES as COMPOSITION_SCHEMES,
     Composition as Composition,
     DiscreteEulerPoincare as DiscreteEulerPoincare,
@@ -37,10 +38,12 @@ from ._integrator import (
     GaussLegendreState as GaussLegendreState,
     LiePoissonSplitting as LiePoissonSplitting,
     MoserVeselov as MoserVeselov,
+    NoiseSplitting as NoiseSplitting,
     Projected as Projected,
     RESULTS as RESULTS,
     RK4 as RK4,
     StepInfo as StepInfo,
+    StochasticMidpoint as StochasticMidpoint,
     SurisClebsch as SurisClebsch,
     SurisLagrangeTop as SurisLagrangeTop,
 )
@@ -55,6 +58,7 @@ from ._system import (
     LiePoissonSystem as LiePoissonSystem,
     Hamiltonized as Hamiltonized,
     NonholonomicSystem as NonholonomicSystem,
+    StochasticLiePoissonSystem as StochasticLiePoissonSystem,
     hamiltonize as hamiltonize,
 )
 

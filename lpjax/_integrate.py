@@ -9,16 +9,16 @@ array values reuses the compiled code.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PyTree
+from jaxtyping import ArrayLike, PyTree
 
 from ._adaptive import adaptive_member
-from ._events import EventRecord, as_events, event_record, with_events
+from ._events import as_events, event_record, with_events
 from ._adjoint import loop
 from ._integrate_adaptive import run_member, solve
 from ._tangent_members import with_indicator
@@ -28,40 +28,10 @@ from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, Ab
 from ._member import Carry, FixedMember, count_dtype, innermost
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
+from ._solution import Solution
+from ._integrate_sde import integrate_sde, is_stochastic
 
 __all__ = ["Solution", "integrate"]
-
-
-class Solution(eqx.Module):
-    """Output of :func:`integrate`.
-
-    Attributes:
-        ts: save times, shape ``(n_save + 1,)`` with ``n_save = n_steps // save_every``.
-        ys: states at ``ts`` (the initial state first), shape ``(n_save + 1, *y0.shape)``.
-        result: a :class:`RESULTS` code, the first failure met (or ``successful``).
-        gs: attitudes at ``ts`` as a batched :class:`lpjax.groups.SO3` / :class:`lpjax.groups.SOn`
-            (``gs.R`` has shape ``(n_save + 1, n, n)``), for methods run with
-            ``reconstruct=True`` (see :class:`lpjax.AbstractGroupMap`); otherwise ``None``.
-        stats: ``max_residual`` (worst implicit-equation residual at the last iteration of a
-            step's solve), ``max_iterations`` and ``mean_iterations`` (most and mean iterations
-            per step needed to meet ``tol``), ``num_failed_steps`` and ``num_steps``. The
-            counters are int64 when JAX's x64 is on, int32 otherwise.
-        state: the method's state after the last step (a predictor, a lifted point, an
-            attitude): pass the Solution as ``y0`` to :func:`integrate` to continue the run.
-        events: with ``events``, the crossings met (:class:`lpjax.EventRecord`); otherwise
-            ``None``.
-        observables: with ``observe`` (a chaos indicator), its values at ``ts`` (e.g.
-            ``"lyapunov"``, ``(n_save + 1, k)``); otherwise ``None``.
-    """
-
-    ts: Float[Array, " T"]
-    ys: Float[Array, "T n"]
-    result: RESULTS
-    stats: dict[str, Any]
-    gs: Optional[PyTree] = None
-    state: Optional[PyTree] = None
-    events: Optional[EventRecord] = None
-    observables: Optional[dict] = None
 
 
 _MAX_STEPS_INT32 = 2**31 - 1
@@ -185,6 +155,8 @@ def integrate(
     local_extrapolation: Optional[bool] = None,
     events=None,
     observe=None,
+    brownian=None,
+    key=None,
 ) -> Solution:
     """Integrate ``system`` with ``method`` for ``n_steps`` fixed steps of size ``dt`` (saving
     every ``save_every``, default 1), or, with a ``controller``, with adaptive steps to ``t1``.
@@ -275,7 +247,15 @@ def integrate(
     propagates tangent vectors by the method's own linearized step beside the state and keeps
     the indicator's values at the saves in ``Solution.observables`` (see :class:`lpjax.Lyapunov`).
     Fixed or adaptive steps from t = 0, with or without events.
+
+    Noise. A :class:`lpjax.StochasticLiePoissonSystem` takes a stochastic method
+    (:class:`lpjax.StochasticMidpoint`, :class:`lpjax.NoiseSplitting`), fixed steps from t = 0,
+    and its Wiener increments from ``key=jax.random.key(seed)`` (step ``n``'s from
+    ``fold_in(key, n)``) or from ``brownian=``, any diffrax Brownian path of shape ``(m,)``.
     """
+    if is_stochastic(system, method, brownian, key):
+        extras = dict(t0=t0, events=events, observe=observe, controller=controller, t1=t1, ts=ts)
+        return integrate_sde(system, method, y0, dt, n_steps, save_every, throw, dtype, brownian, key, adjoint, extras)
     if events is not None or observe is not None or controller is not None or any(
             v is not None for v in (t1, ts, max_steps, error_estimate, local_extrapolation)):
         return _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller,

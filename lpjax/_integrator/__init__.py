@@ -20,3 +20,6 @@ from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoinc
 from .projected import Projected as Projected, ProjectableFamily as ProjectableFamily
 from .composition import COMPOSITION_SCHEMES as COMPOSITION_SCHEMES, Composition as Composition
 from .splitting import LiePoissonSplitting as LiePoissonSplitting
+from ._stochastic import AbstractStochasticIntegrator as AbstractStochasticIntegrator
+from .stochastic_midpoint import StochasticMidpoint as StochasticMidpoint
+from .noise_splitting import NoiseSplitting as NoiseSplitting

@@ -20,3 +20,4 @@ from ._families import (
 from ._declared import guarded as guarded, values_traced as values_traced
 from ._nonholonomic import NonholonomicSystem as NonholonomicSystem
 from ._hamiltonize import Hamiltonized as Hamiltonized, hamiltonize as hamiltonize
+from ._stochastic import StochasticLiePoissonSystem as StochasticLiePoissonSystem

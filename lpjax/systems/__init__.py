@@ -12,6 +12,10 @@ from ._rigid_body import (
     rigid_body as rigid_body,
     rigid_body_n as rigid_body_n,
 )
+from ._stochastic import (
+    stochastic_heavy_top as stochastic_heavy_top,
+    stochastic_rigid_body as stochastic_rigid_body,
+)
 from ._kida import (
     KidaHamiltonian as KidaHamiltonian,
     kida_initial_state as kida_initial_state,

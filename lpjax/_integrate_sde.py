@@ -1,0 +1,124 @@
+""":func:`lpjax.integrate` for a stochastic Lie–Poisson system: fixed steps, each with its Wiener
+increments, drawn from a counter-based key or read from a Brownian path.
+
+* ``key=``: the increments of step ``n`` are ``√dt · N(0, I_m)`` drawn with
+  ``jax.random.fold_in(key, n)``: any step's increments are known without the others (a run
+  continued, a member of an ensemble with ``fold_in(key, member)``, are the same path).
+* ``brownian=``: any diffrax ``AbstractBrownianPath`` (such as ``VirtualBrownianTree``) of shape
+  ``(m,)``: the increments are ``W((n + 1)dt) − W(n dt)``, so that one path can be run at several
+  step sizes (convergence studies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._checks import as_numbers, cast_floats, error_if, run_dtype
+from ._integrator import RESULTS, AbstractStochasticIntegrator
+from ._member import Carry
+from ._schedule import fixed_schedule
+from ._solution import Solution
+from ._system import StochasticLiePoissonSystem
+
+__all__ = ["increments", "integrate_sde", "is_stochastic"]
+
+
+def is_stochastic(system, method, brownian, key) -> bool:
+    """Whether a call of :func:`lpjax.integrate` is a stochastic run (and then a consistent one)."""
+    noisy = isinstance(system, StochasticLiePoissonSystem)
+    stochastic = isinstance(method, AbstractStochasticIntegrator)
+    if not (noisy or stochastic or brownian is not None or key is not None):
+        return False
+    if not noisy:
+        raise TypeError(f"integrate: a Brownian path, a key or a stochastic method ({type(method).__name__}) takes a "
+                        f"StochasticLiePoissonSystem, got {type(system).__name__}")
+    if not stochastic:
+        raise TypeError(f"integrate: {system.name} has noise: it takes a stochastic method (lpjax.StochasticMidpoint(), "
+                        f"lpjax.NoiseSplitting(drift_method)), got {type(method).__name__}")
+    if (brownian is None) == (key is None):
+        raise ValueError("integrate: a stochastic run takes its increments from key=jax.random.key(...) or from "
+                         "brownian= (a diffrax Brownian path): exactly one of them")
+    return True
+
+
+def increments(key, n, dt, m: int, dtype):
+    """Step ``n``'s Wiener increments from ``key``: ``√dt · N(0, I_m)`` with ``fold_in(key, n)``."""
+    return jnp.sqrt(dt) * jax.random.normal(jax.random.fold_in(key, n), (m,), dtype)
+
+
+def _as_key(key):
+    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    raw = jnp.asarray(key)
+    if raw.dtype != jnp.uint32 or raw.shape != (2,):
+        raise TypeError("integrate: key must be a JAX key (jax.random.key(seed)) or raw key data (uint32, shape (2,)), "
+                        f"got {raw.dtype} {raw.shape}")
+    return jax.random.wrap_key_data(raw)
+
+
+def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtype, brownian, key, adjoint: str,
+                  extras: dict):
+    """The stochastic branch of :func:`lpjax.integrate` (see there, and the module); ``extras``:
+    the options it refuses, by name."""
+    given = [name for name, v in extras.items() if v is not None]
+    if given or adjoint != "auto" or isinstance(y0, Solution):
+        given += (["adjoint"] if adjoint != "auto" else []) + (["a Solution as y0"] if isinstance(y0, Solution) else [])
+        raise ValueError(f"integrate: a stochastic run has fixed steps from t = 0 and JAX's own gradients; it takes no "
+                         f"{', '.join(given)}")
+    if not isinstance(y0, jax.Array):
+        y0 = as_numbers(y0, "integrate: y0")
+    rdtype = run_dtype(dtype, y0, "integrate")
+    y0 = jnp.asarray(y0, rdtype)
+    system, method = cast_floats((system, method), rdtype)
+    save_every = 1 if save_every is None else save_every
+    fixed_schedule(dt, n_steps, save_every, "integrate")
+    method.check_system(system)
+    system.check_state(y0)
+    m = system.n_noise
+    if brownian is not None:
+        shape = jax.eval_shape(lambda: brownian.evaluate(0.0, dt))
+        if shape.shape != (m,):
+            raise ValueError(f"integrate: the Brownian path's increments have shape {shape.shape}, the system's {m} noise "
+                             f"fields need ({m},)")
+        source: Any = brownian
+    else:
+        source = _as_key(key)
+    ys, carry = _run(system, method, y0, jnp.asarray(dt, rdtype), source, int(n_steps), int(save_every))
+    n = int(n_steps)
+    stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+             "mean_iterations": carry.total_iterations.astype(rdtype) / n, "num_failed_steps": carry.num_failed,
+             "num_steps": jnp.asarray(n, carry.num_failed.dtype)}
+    ts = jnp.asarray(dt, rdtype) * save_every * jnp.arange(n // int(save_every) + 1, dtype=rdtype)
+    if throw:
+        ys = carry.result.error_if(ys, carry.result != RESULTS.successful)
+    return Solution(ts=ts, ys=ys, result=carry.result, stats=stats, state=carry.state)
+
+
+@eqx.filter_jit
+def _run(system, method, y0, dt, source, n_steps: int, save_every: int):
+    y0 = error_if(y0, ~jnp.all(jnp.isfinite(y0)), "integrate: y0 must be finite; it contains NaN or inf")
+    dt = error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "integrate: dt must be finite and > 0")
+    m = system.n_noise
+
+    def dW(n):
+        if isinstance(source, jax.Array):
+            return increments(source, n, dt, m, y0.dtype)
+        t = n.astype(y0.dtype) * dt
+        return jnp.asarray(source.evaluate(t, t + dt), y0.dtype)
+
+    def step(carry, n):
+        state, result, info = method.step(system, carry.state, dt, dW(n))
+        return carry.update(state, result, info), None
+
+    def save(carry, k):
+        carry, _ = jax.lax.scan(step, carry, k * save_every + jnp.arange(save_every))
+        return carry, method.observe(system, carry.state)
+
+    carry0 = Carry.start(method.init(system, y0, dt), y0.dtype)
+    carry, ys = jax.lax.scan(save, carry0, jnp.arange(n_steps // save_every))
+    return jnp.concatenate([y0[None], ys]), carry
+
