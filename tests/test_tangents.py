@@ -160,8 +160,6 @@ def test_integrate_keeps_the_indicator_beside_the_states():
     np.testing.assert_allclose(np.asarray(a.observables["megno"]), ens.observables["megno"][0], rtol=0, atol=1e-12)
     with pytest.raises(TypeError, match="integrate: observe takes a chaos indicator"):
         lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 10, observe="energy")
-    with pytest.raises(ValueError, match="runs without events, for now"):
-        lpjax.integrate(HT, GL4, jnp.asarray(CHAOTIC), 0.01, 10, observe=lpjax.FLI(), events=lpjax.Event(lambda t, y: y[0]))
 
 
 def test_bad_indicators_are_refused():
@@ -175,6 +173,3 @@ def test_bad_indicators_are_refused():
         _lyapunov(HT, GL4, CHAOTIC, 0.01, 10, lpjax.Lyapunov(k=5, every=10), kernel="scan")
     with pytest.raises(ValueError, match="make save_every a multiple of 10"):
         _lyapunov(HT, GL4, CHAOTIC, 0.01, 20, lpjax.Lyapunov(every=10), kernel="scan", save_every=5)
-    with pytest.raises(ValueError, match="runs without events, for now"):
-        lpjax.ensemble(HT, GL4, CHAOTIC[None], 0.01, 10, observe=lpjax.MEGNO(), progress=False,
-                       events=lpjax.Event(lambda t, y: y[0]))
