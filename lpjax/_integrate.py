@@ -250,8 +250,9 @@ def integrate(
 
     Noise. A :class:`lpjax.StochasticLiePoissonSystem` takes a stochastic method
     (:class:`lpjax.StochasticMidpoint`, :class:`lpjax.NoiseSplitting`), fixed steps from t = 0,
-    and its Wiener increments from ``key=jax.random.key(seed)`` (step ``n``'s from
-    ``fold_in(key, n)``) or from ``brownian=``, any diffrax Brownian path of shape ``(m,)``.
+    and its Wiener increments from ``key=jax.random.key(seed)`` (counter-based: step ``n``'s
+    from the key's Threefry block at ``n``, as every ensemble kernel draws them) or from
+    ``brownian=``, any diffrax Brownian path of shape ``(m,)``.
     """
     if is_stochastic(system, method, brownian, key):
         extras = dict(t0=t0, events=events, observe=observe, controller=controller, t1=t1, ts=ts)

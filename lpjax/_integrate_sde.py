@@ -1,9 +1,10 @@
 """:func:`lpjax.integrate` for a stochastic Lie–Poisson system: fixed steps, each with its Wiener
 increments, drawn from a counter-based key or read from a Brownian path.
 
-* ``key=``: the increments of step ``n`` are ``√dt · N(0, I_m)`` drawn with
-  ``jax.random.fold_in(key, n)``: any step's increments are known without the others (a run
-  continued, a member of an ensemble with ``fold_in(key, member)``, are the same path).
+* ``key=``: the increments of step ``n`` are ``√dt z``, ``z`` standard normals from the
+  Threefry block of the key at the counter ``n`` (:mod:`lpjax._noise`): any step's increments
+  are known without the others, and member ``j`` of an ensemble run with ``key`` is this run
+  with ``jax.random.fold_in(key, j)``.
 * ``brownian=``: any diffrax ``AbstractBrownianPath`` (such as ``VirtualBrownianTree``) of shape
   ``(m,)``: the increments are ``W((n + 1)dt) − W(n dt)``, so that one path can be run at several
   step sizes (convergence studies).
@@ -20,11 +21,12 @@ import jax.numpy as jnp
 from ._checks import as_numbers, cast_floats, error_if, run_dtype
 from ._integrator import RESULTS, AbstractStochasticIntegrator
 from ._member import Carry
+from ._noise import increments, key_words
 from ._schedule import fixed_schedule
 from ._solution import Solution
 from ._system import StochasticLiePoissonSystem
 
-__all__ = ["increments", "integrate_sde", "is_stochastic"]
+__all__ = ["integrate_sde", "is_stochastic"]
 
 
 def is_stochastic(system, method, brownian, key) -> bool:
@@ -43,21 +45,6 @@ def is_stochastic(system, method, brownian, key) -> bool:
         raise ValueError("integrate: a stochastic run takes its increments from key=jax.random.key(...) or from "
                          "brownian= (a diffrax Brownian path): exactly one of them")
     return True
-
-
-def increments(key, n, dt, m: int, dtype):
-    """Step ``n``'s Wiener increments from ``key``: ``√dt · N(0, I_m)`` with ``fold_in(key, n)``."""
-    return jnp.sqrt(dt) * jax.random.normal(jax.random.fold_in(key, n), (m,), dtype)
-
-
-def _as_key(key):
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    raw = jnp.asarray(key)
-    if raw.dtype != jnp.uint32 or raw.shape != (2,):
-        raise TypeError("integrate: key must be a JAX key (jax.random.key(seed)) or raw key data (uint32, shape (2,)), "
-                        f"got {raw.dtype} {raw.shape}")
-    return jax.random.wrap_key_data(raw)
 
 
 def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtype, brownian, key, adjoint: str,
@@ -86,7 +73,7 @@ def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtyp
                              f"fields need ({m},)")
         source: Any = brownian
     else:
-        source = _as_key(key)
+        source = key_words(key)
     ys, carry = _run(system, method, y0, jnp.asarray(dt, rdtype), source, int(n_steps), int(save_every))
     n = int(n_steps)
     stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,

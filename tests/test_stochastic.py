@@ -121,14 +121,25 @@ def test_the_double_bracket_keeps_the_casimir_and_lowers_the_energy():
     np.testing.assert_allclose(jnp.sum(ys**2, axis=1), jnp.sum(M0**2), rtol=1e-14)
 
 
-def test_a_key_s_increments_are_fold_in_of_the_step():
-    """Step n's increments are √dt N(0, I) from fold_in(key, n): the second step from the first's
-    end with them reproduces the run."""
+def test_the_increments_are_counter_based_threefry_and_normal():
+    """Threefry-2x32 equals JAX's (its words, and fold_in's); step n's increments from a key are
+    those of the counter n (the second step from the first's end with them reproduces the run);
+    2·10⁵ draws have the normal's first four moments (3 standard errors)."""
+    import jax.extend as je
+
+    from lpjax._noise import increments, key_words, member_key, threefry2x32
+
     key = jax.random.key(11)
+    w, c = key_words(key), jnp.arange(16, dtype=jnp.uint32)
+    np.testing.assert_array_equal(jnp.concatenate(threefry2x32(w[0], w[1], c[:8], c[8:])), je.random.threefry_2x32(w, c))
+    np.testing.assert_array_equal(member_key(w, 7), jax.random.key_data(jax.random.fold_in(key, 7)))
     sol = lpjax.integrate(ISO, MID, M0, 0.01, 2, key=key)
-    dW = jnp.sqrt(0.01) * jax.random.normal(jax.random.fold_in(key, 1), (1,))
-    y2 = MID.step(ISO, sol.ys[1], 0.01, dW)[0]
+    y2 = MID.step(ISO, sol.ys[1], 0.01, increments(w, 1, 0.01, 1, jnp.float64))[0]
     np.testing.assert_allclose(y2, sol.ys[2], rtol=0, atol=1e-15)
+    z = np.asarray(jax.vmap(lambda n: increments(w, n, 1.0, 3, jnp.float64))(jnp.arange(200_000))).ravel()
+    se = 1 / np.sqrt(z.size)
+    assert abs(z.mean()) <= 3 * se and abs(z.var() - 1) <= 3 * np.sqrt(2) * se
+    assert abs(np.mean(z**3)) <= 3 * np.sqrt(15) * se and abs(np.mean(z**4) - 3) <= 3 * np.sqrt(96) * se
 
 
 def test_refusals_name_what_is_expected():
