@@ -29,7 +29,8 @@ from ._member import Carry, FixedMember, count_dtype, innermost
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
 from ._solution import Solution
-from ._integrate_sde import integrate_sde, is_stochastic
+from ._integrate_sde import integrate_sde
+from ._stochastic_member import is_stochastic
 
 __all__ = ["Solution", "integrate"]
 

@@ -19,32 +19,13 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import as_numbers, cast_floats, error_if, run_dtype
-from ._integrator import RESULTS, AbstractStochasticIntegrator
+from ._integrator import RESULTS
 from ._member import Carry
 from ._noise import increments, key_words
 from ._schedule import fixed_schedule
 from ._solution import Solution
-from ._system import StochasticLiePoissonSystem
 
-__all__ = ["integrate_sde", "is_stochastic"]
-
-
-def is_stochastic(system, method, brownian, key) -> bool:
-    """Whether a call of :func:`lpjax.integrate` is a stochastic run (and then a consistent one)."""
-    noisy = isinstance(system, StochasticLiePoissonSystem)
-    stochastic = isinstance(method, AbstractStochasticIntegrator)
-    if not (noisy or stochastic or brownian is not None or key is not None):
-        return False
-    if not noisy:
-        raise TypeError(f"integrate: a Brownian path, a key or a stochastic method ({type(method).__name__}) takes a "
-                        f"StochasticLiePoissonSystem, got {type(system).__name__}")
-    if not stochastic:
-        raise TypeError(f"integrate: {system.name} has noise: it takes a stochastic method (lpjax.StochasticMidpoint(), "
-                        f"lpjax.NoiseSplitting(drift_method)), got {type(method).__name__}")
-    if (brownian is None) == (key is None):
-        raise ValueError("integrate: a stochastic run takes its increments from key=jax.random.key(...) or from "
-                         "brownian= (a diffrax Brownian path): exactly one of them")
-    return True
+__all__ = ["integrate_sde"]
 
 
 def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtype, brownian, key, adjoint: str,

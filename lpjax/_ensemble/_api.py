@@ -31,6 +31,8 @@ from .._events import as_events, with_events
 from .._member import FixedMember
 from .._tangent_members import with_indicator
 from .._tangents import is_indicator
+from .._noise import key_words
+from .._stochastic_member import StochasticMember, is_indexed, is_stochastic
 from ._kernels import AbstractKernel
 from .._memo import by_identity
 from ._plan import Plan, make_plan
@@ -44,9 +46,15 @@ __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution"
 
 def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn, kernel: AbstractKernel, platform: str,
                    rdtype, batched: bool, stats: bool, adaptive: Optional[AdaptiveSchedule] = None,
-                   events: tuple = ()) -> EnsembleFunction:
+                   events: tuple = (), key=None) -> EnsembleFunction:
     dyn, static = eqx.partition(system, eqx.is_array)
     indicator = observe_fn if is_indicator(observe_fn) else None  # tangent vectors beside the state
+    if key is not None:  # a stochastic ensemble: each member's Wiener increments from fold_in(key, member)
+        if indicator is not None or events or adaptive is not None:
+            raise ValueError("ensemble: a stochastic ensemble has fixed steps, and no events or chaos indicators, for now")
+        member = StochasticMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn,
+                                  key_words(key), bool(stats))
+        return EnsembleFunction(member, dyn, False, kernel, platform, type(system).__name__)
     if indicator is not None:
         observe_fn = observe_nothing
     if adaptive is None:
@@ -77,6 +85,7 @@ def ensemble_function(
     error_estimate: Optional[str] = None,
     local_extrapolation: Optional[bool] = None,
     events=None,
+    key=None,
 ) -> Callable[..., EnsembleOutput]:
     """The pure, jittable function of one chunk of :func:`ensemble`: ``f(y0s)`` (or
     ``f(y0s, systems)`` with ``batched_system=True``) runs every member of ``y0s`` (shape
@@ -106,6 +115,10 @@ def ensemble_function(
             N, as ``eqx.filter_vmap`` of a constructor makes it); the function then takes the
             batched system (or its arrays, ``eqx.filter(systems, eqx.is_array)``) as its second
             argument, with N members in both.
+        key: as for :func:`ensemble` (a stochastic system). Member ``j`` of a call is the ``j``-th
+            row of ``y0s``, with the path of ``jax.random.fold_in(key, j)``; ``y0s`` may carry
+            the members' indices in the ensemble as one more, last column (as :func:`ensemble`
+            passes its chunks), for the paths of those members.
 
     The method is checked against one member's system here; ``y0s``' shape and dtype when the
     function is called (traced).
@@ -119,12 +132,13 @@ def ensemble_function(
         n_steps, save_every = len(adaptive.ts), 1
     rdtype = run_dtype(dtype, jnp.zeros((), float), "ensemble_function")
     system, method = cast_floats((system, method), rdtype)
+    key = key if is_stochastic(system, method, None, key, "ensemble_function") else None
     check_members(system, method, batched_system, "ensemble_function")
     plat = platform_of(platform)
     # "auto" stays differentiable here: the native kernel is a host callback, for ensemble()
     kernel = resolve_kernel(kernel, plat, differentiable=True)
     fn = _make_function(system, method, dt, n_steps, save_every, observe_fn(observe)[1], kernel, plat, rdtype,
-                        bool(batched_system), stats, adaptive, events)
+                        bool(batched_system), stats, adaptive, events, key)
 
     # a plain function (hashable, as jax.jit needs), over the module that holds the arrays
     def chunk(y0s, systems=None) -> EnsembleOutput:
@@ -137,7 +151,7 @@ def ensemble_function(
 
 @by_identity
 def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, stats: bool,
-                adaptive: Optional[AdaptiveSchedule], events: tuple):
+                adaptive: Optional[AdaptiveSchedule], events: tuple, key=None):
     """``(fn, ends, keep)``: the chunk function that runs (the plan's kernel, or the scan where
     it cannot run the member program); whether the state observable's first and last saves are
     ``y0s`` and ``final_state`` (so not stored twice: the last always, the first where the
@@ -145,17 +159,18 @@ def _kernel_for(system, method, dt, plan: Plan, observe_name: str, observe_f, st
     of the state the kernel returns (None: all, or no observable at all when none is left)."""
     def make(observe):
         return _make_function(system, method, dt, plan.n_steps, plan.save_every, observe, plan.kernel, plan.platform,
-                              plan.dtype, plan.batched, stats, adaptive, events)
+                              plan.dtype, plan.batched, stats, adaptive, events, key)
 
     fn, ends = make(observe_f), (False, False)
+    width = plan.state_size + is_indexed(fn.member)  # (a stochastic member's index: one more column)
     if observe_name == "state":
         dyn = eqx.filter(system, eqx.is_array)
         one = jax.tree.map(lambda a: a[0], dyn) if plan.batched else dyn
-        ends = starts_as_given(fn.member, one, jax.ShapeDtypeStruct((plan.state_size,), plan.dtype)), True
+        ends = starts_as_given(fn.member, one, jax.ShapeDtypeStruct((width,), plan.dtype)), True
     keep = (int(ends[0]), plan.n_save + 1 - ends[1]) if any(ends) else None
     if keep is not None and keep[0] == keep[1]:  # no save between the ends: the kernel observes nothing
         fn, keep = make(observe_nothing), None
-    fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, plan.state_size), plan.dtype),
+    fn = fn.runnable(jax.ShapeDtypeStruct((plan.padded, width), plan.dtype),
                      jax.tree.map(lambda a: jax.ShapeDtypeStruct((plan.padded, *a.shape[1:]), a.dtype),
                                   eqx.filter(system, eqx.is_array)) if plan.batched else None)
     return fn, ends, keep
@@ -201,6 +216,7 @@ def ensemble(
     metadata: Optional[dict] = None,
     batched_system: bool = False,
     kernel: Union[str, AbstractKernel] = "auto",
+    key=None,
 ) -> EnsembleSolution:
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
     parameters (``batched_system=True``: every array of the system has a leading axis N, as
@@ -292,6 +308,12 @@ def ensemble(
             A program the kernel cannot run (a primitive it does not know) falls back to
             ``"scan"`` with a warning naming the primitive, once per method, system and kernel.
             The settings record the kernel that ran by its shorthand.
+        key: for a :class:`lpjax.StochasticLiePoissonSystem` (with a stochastic method), a JAX key
+            (``jax.random.key(seed)``): member ``j`` runs the path of ``jax.random.fold_in(key,
+            j)``, its increments counter-based (step ``n``'s from that key's Threefry block at
+            ``n``), so that it is :func:`lpjax.integrate` with that key, in every kernel, for any
+            chunking, process count or resume (the key is in the settings: a store resumes with
+            its own). Fixed steps; no events or indicators.
 
     **Several processes** (after ``jax.distributed.initialize()``, by the user, a launcher, or
     ``lpjax ensemble --processes K``/``--distributed``): every process calls :func:`ensemble` with
@@ -310,6 +332,7 @@ def ensemble(
     """
     _refuse_transforms(system, y0s, dt, t1, ts)
     check_store_path(out)
+    key = key if is_stochastic(system, method, None, key, "ensemble") else None
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate, local_extrapolation)
     events = as_events(events, "ensemble")
@@ -323,9 +346,9 @@ def ensemble(
                      jax.process_count(), jax.process_index(), store=out is not None)
     observe_name, observe_f = observe_fn(observe)
     fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive,
-                                 events)
+                                 events, key)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
     results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends, adaptive,
-                      events)
+                      events, None if key is None else [int(w) for w in key_words(key)])
     run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)

@@ -19,6 +19,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._member import AbstractMember, in_cost_order
+from .._stochastic_member import indexed_states, is_indexed
 from ._validate import checked_inputs
 from .._checks import as_numbers, external_stacklevel, refuse_silent_float32
 from ._kernels import AbstractKernel, Entries, Fused, Native, Scan, Unfusable, native_available
@@ -149,7 +150,12 @@ class EnsembleFunction(eqx.Module):
                              f"got shape {jnp.shape(y0s)} and dtype {jnp.result_type(y0s)}")
         N = y0s.shape[0]
         one = jax.tree.map(lambda a: a[0], dyn) if self.batched else dyn
-        self.member.system(one).check_state(y0s[0])  # the shape of a state, named
+        if is_indexed(self.member):  # a stochastic member's index in the ensemble, as a last column (or 0 … N − 1)
+            d = self.member.system(one).dim
+            y0s = y0s if y0s.shape[1] == d + 1 else indexed_states(y0s, jnp.arange(N))
+            self.member.system(one).check_state(y0s[0, :d])
+        else:
+            self.member.system(one).check_state(y0s[0])  # the shape of a state, named
         if self.batched:
             sizes = {a.shape[0] if a.ndim else None for a in jax.tree.leaves(dyn)}
             if sizes != {N}:

@@ -42,7 +42,7 @@ class Results:
     work; :attr:`chunks` are this process's chunks to run."""
 
     def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata,
-                 stats: bool, state_ends=(False, False), adaptive=None, events: tuple = ()):
+                 stats: bool, state_ends=(False, False), adaptive=None, events: tuple = (), noise_key=None):
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
         shapes = {f"observables/{k}": ((N, n_save + 1 - (k == "state") * sum(state_ends), *v.shape), v.dtype)
@@ -69,6 +69,8 @@ class Results:
             self.settings.update(adaptive.settings(dt))
         if events:
             self.settings.update(events=[describe_event(e) for e in events], stat_names=list(self.stat_names))
+        if noise_key is not None:  # (a stochastic ensemble's paths: resumed only with the same key)
+            self.settings.update(noise_key=noise_key)
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
         # the inputs over the members are written with each chunk; the others once, with ts
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from .._stochastic_member import indexed_states, is_indexed
 from ._kernel import EnsembleFunction, EnsembleOutput
 from ._plan import Plan
 from ._results import Results
@@ -46,19 +47,23 @@ def _run_chunk(fn: EnsembleFunction, y0s, dyn, devices: Optional[tuple], keep: O
     return _kept(outs, keep)
 
 
-def _inputs(plan: Plan, inp: Inputs, dyn, k: int):
+def _inputs(plan: Plan, inp: Inputs, dyn, k: int, indexed: bool = False):
     """Chunk ``k``'s members ``lo … hi − 1``: their rows (padded to the compiled chunk with copies
-    of its own members, except for a kernel that runs on the host), initial states and batched arrays."""
+    of its own members, except for a kernel that runs on the host), initial states (``indexed``:
+    with the members' indices as a last column, :mod:`lpjax._stochastic_member`) and batched arrays."""
     lo, hi = plan.span(k)
     idx = slice(lo, hi) if hi - lo == plan.padded or plan.kernel.on_host else lo + np.arange(plan.padded) % (hi - lo)
-    return lo, hi, idx, inp.y0s[idx], jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
+    y0s = inp.y0s[idx]
+    if indexed:
+        y0s = indexed_states(y0s, np.arange(lo, hi) if isinstance(idx, slice) else idx)
+    return lo, hi, idx, y0s, jax.tree.map(lambda a: a[idx], dyn) if plan.batched else None
 
 
 def _dispatch(plan: Plan, fn: EnsembleFunction, inp: Inputs, dyn, k: int, keep) -> tuple:
     """Chunk ``k`` started on the device, without waiting: its inputs copied there, its kernel
     queued and its outputs' copies back to the host begun."""
     _log.debug("dispatch chunk %d", k)
-    lo, hi, _, y0s, dyn_k = _inputs(plan, inp, dyn, k)
+    lo, hi, _, y0s, dyn_k = _inputs(plan, inp, dyn, k, is_indexed(fn.member))
     outs = _run_chunk(fn, jax.device_put(y0s), dyn_k, plan.devices, keep)
     for a in jax.tree.leaves(outs):
         a.copy_to_host_async()
@@ -115,7 +120,7 @@ def run_chunks(plan: Plan, fn: EnsembleFunction, inp: Inputs, results: Results, 
             return
 
         def compute(k: int) -> None:
-            lo, hi, idx, y0s, dyn_k = _inputs(plan, inp, dyn, k)
+            lo, hi, idx, y0s, dyn_k = _inputs(plan, inp, dyn, k, is_indexed(fn.member))
             outs = (_kept(fn.host(y0s, dyn_k, results.into(idx)), keep) if plan.kernel.on_host
                     else _run_chunk(fn, jnp.asarray(y0s), dyn_k, plan.devices, keep))  # native: into the result's arrays
             _collect(results, k, lo, hi, outs)

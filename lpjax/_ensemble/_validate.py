@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import cast_floats, checked_value, eval_shape_cached, invalid_as_nan, is_traced, run_dtype
-from .._integrator import AbstractIntegrator
+from .._integrator import AbstractIntegrator, AbstractStochasticIntegrator
 from .._system import guarded
 from .._memo import by_identity
 from .._schedule import fixed_schedule
@@ -100,6 +100,8 @@ def first_member(system):
 
 def _one_step(system, method, y, dt):  # traced once per system structure, method and state shape (eval_shape_cached)
     state = method.init(system, y, dt)
+    if isinstance(method, AbstractStochasticIntegrator):
+        return method.observe(system, method.step(system, state, dt, jnp.zeros((system.n_noise,), y.dtype))[0])
     return method.observe(system, method.step(system, state, dt)[0])
 
 
@@ -128,6 +130,8 @@ def checked_inputs(member, dyn, batched: bool, y0s):
     (a fit, a user's ``jit``): as everywhere in an ensemble, a bad member fails alone, here with a
     NaN initial state (``RESULTS.invalid_initial_state``), and no host callback enters the
     program (which then lowers for a GPU as it did)."""
+    if isinstance(member.method, AbstractStochasticIntegrator):
+        return y0s  # (no family: checked when made)
     with invalid_as_nan():
         if not batched:
             return guarded(member.method.family, member.system(dyn), y0s)
@@ -158,8 +162,12 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
     """Check that ``method`` can run ``system`` (with ``batched``: one member's system, and
     return the common leading size N of its arrays), stepping ``y_one`` abstractly if given. A
     system that fails unbatched but whose first member runs is named as batched."""
-    if not isinstance(method, AbstractIntegrator):
+    stochastic = isinstance(method, AbstractStochasticIntegrator)
+    if not isinstance(method, AbstractIntegrator) and not stochastic:
         raise TypeError(f"{who}: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
+    if stochastic and batched:
+        raise ValueError(f"{who}: a stochastic ensemble runs one system (batched_system=False), for now; its members "
+                         "differ by their initial states and their Wiener paths")
     sizes = _leading_sizes(system)
     common = next(iter(set(sizes.values()))) if len(set(sizes.values())) == 1 else None
 
