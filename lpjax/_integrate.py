@@ -25,7 +25,7 @@ from ._tangent_members import with_indicator
 from ._tangents import is_indicator
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
-from ._member import Carry, FixedMember, count_dtype, innermost
+from ._member import Carry, FixedMember, count_dtype, innermost, the_state
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
 from ._solution import Solution
@@ -324,9 +324,6 @@ def _previous_state(previous: Solution, system, method, y0, dt) -> PyTree:
     return previous.state
 
 
-def _the_state(system, y):
-    return y
-
 
 def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, adjoint, dtype, controller, t1, ts,
                       max_steps, error_estimate, local_extrapolation, events, observe) -> Solution:
@@ -352,10 +349,10 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
     y0 = guarded(method.family, system, y0)
     dyn, static = eqx.partition(system, eqx.is_array)
     if schedule is None:
-        inner = FixedMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), _the_state, True)
+        inner = FixedMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), the_state, True)
         times = jnp.asarray(dt, rdtype) * save_every * jnp.arange(int(n_steps) // int(save_every) + 1, dtype=rdtype)
     else:
-        inner = adaptive_member(static, method, schedule, dt, _the_state, rdtype)
+        inner = adaptive_member(static, method, schedule, dt, the_state, rdtype)
         times = jnp.concatenate([jnp.zeros((1,), rdtype), inner.ts])
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt), eqx.is_array)))
     record = observables = None

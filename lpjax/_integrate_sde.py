@@ -12,18 +12,18 @@ increments, drawn from a counter-based key or read from a Brownian path.
 
 from __future__ import annotations
 
-from typing import Any
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._checks import as_numbers, cast_floats, error_if, run_dtype
+from ._checks import as_numbers, cast_floats, is_traced, run_dtype
+from ._integrate_adaptive import run_member
 from ._integrator import RESULTS
-from ._member import Carry
-from ._noise import increments, key_words
+from ._member import innermost, the_state
+from ._noise import key_words
 from ._schedule import fixed_schedule
 from ._solution import Solution
+from ._stochastic_member import StochasticMember
 
 __all__ = ["integrate_sde"]
 
@@ -46,47 +46,19 @@ def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtyp
     fixed_schedule(dt, n_steps, save_every, "integrate")
     method.check_system(system)
     system.check_state(y0)
-    m = system.n_noise
     if brownian is not None:
-        shape = jax.eval_shape(lambda: brownian.evaluate(0.0, dt))
-        if shape.shape != (m,):
-            raise ValueError(f"integrate: the Brownian path's increments have shape {shape.shape}, the system's {m} noise "
+        m, shape = system.n_noise, jax.eval_shape(lambda: brownian.evaluate(0.0, dt)).shape
+        if shape != (m,):
+            raise ValueError(f"integrate: the Brownian path's increments have shape {shape}, the system's {m} noise "
                              f"fields need ({m},)")
-        source: Any = brownian
-    else:
-        source = key_words(key)
-    ys, carry = _run(system, method, y0, jnp.asarray(dt, rdtype), source, int(n_steps), int(save_every))
-    n = int(n_steps)
-    stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
-             "mean_iterations": carry.total_iterations.astype(rdtype) / n, "num_failed_steps": carry.num_failed,
-             "num_steps": jnp.asarray(n, carry.num_failed.dtype)}
-    ts = jnp.asarray(dt, rdtype) * save_every * jnp.arange(n // int(save_every) + 1, dtype=rdtype)
-    if throw:
-        ys = carry.result.error_if(ys, carry.result != RESULTS.successful)
-    return Solution(ts=ts, ys=ys, result=carry.result, stats=stats, state=carry.state)
-
-
-@eqx.filter_jit
-def _run(system, method, y0, dt, source, n_steps: int, save_every: int):
-    y0 = error_if(y0, ~jnp.all(jnp.isfinite(y0)), "integrate: y0 must be finite; it contains NaN or inf")
-    dt = error_if(dt, ~(jnp.isfinite(dt) & (dt > 0)), "integrate: dt must be finite and > 0")
-    m = system.n_noise
-
-    def dW(n):
-        if isinstance(source, jax.Array):
-            return increments(source, n, dt, m, y0.dtype)
-        t = n.astype(y0.dtype) * dt
-        return jnp.asarray(source.evaluate(t, t + dt), y0.dtype)
-
-    def step(carry, n):
-        state, result, info = method.step(system, carry.state, dt, dW(n))
-        return carry.update(state, result, info), None
-
-    def save(carry, k):
-        carry, _ = jax.lax.scan(step, carry, k * save_every + jnp.arange(save_every))
-        return carry, method.observe(system, carry.state)
-
-    carry0 = Carry.start(method.init(system, y0, dt), y0.dtype)
-    carry, ys = jax.lax.scan(save, carry0, jnp.arange(n_steps // save_every))
-    return jnp.concatenate([y0[None], ys]), carry
+    dyn, static = eqx.partition(system, eqx.is_array)
+    member = StochasticMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), the_state,
+                              None if key is None else key_words(key), True, False, brownian)
+    traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt, member), eqx.is_array)))
+    ys, carry, (_, _, stats) = run_member(member, dyn, y0, bool(throw) and traced)
+    base = innermost(carry)
+    ts = jnp.asarray(dt, rdtype) * save_every * jnp.arange(int(n_steps) // int(save_every) + 1, dtype=rdtype)
+    if throw and not traced and base.result != RESULTS.successful:
+        raise RuntimeError(f"integrate: {RESULTS[base.result]} (throw=False returns the solution with its result code)")
+    return Solution(ts=ts, ys=ys, result=base.result, stats=stats, state=base.state)
 

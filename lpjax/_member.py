@@ -37,7 +37,7 @@ from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._integrator._base import deferred_finiteness
 from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order", "innermost"]
+__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order", "innermost", "the_state"]
 
 
 def count_dtype():
@@ -126,6 +126,11 @@ class AbstractMember(eqx.Module):
         carry)``: :meth:`step` for a member known not finished, which a kernel that stops
         stepping finished members runs instead (the same carry, without what keeps a finished
         one's)."""
+
+
+def the_state(system, y):
+    """The observable of a run that keeps its states (:func:`lpjax.integrate`)."""
+    return y
 
 
 def innermost(x):

@@ -11,7 +11,7 @@ kernel, for any chunking, process count or resume.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, final
+from typing import Any, Callable, ClassVar, Optional, final
 
 import equinox as eqx
 import jax
@@ -63,7 +63,7 @@ def indexed_states(y0s, members) -> Any:
 
 @final
 class _NoiseCarry(eqx.Module):
-    base: Carry  # the state, the running result and statistics
+    inner: Carry  # the state, the running result and statistics (as a fixed-step member's)
     words: UInt32[Array, "2"]  # the member's key
     n: Int[Array, ""]  # steps taken: the increments' counter
 
@@ -71,7 +71,9 @@ class _NoiseCarry(eqx.Module):
 @final
 class StochasticMember(AbstractMember):
     """A fixed-step member of a stochastic ensemble (see the module): ``words`` is the run's key
-    (its two uint32 words), ``method`` a stochastic method."""
+    (its two uint32 words), ``method`` a stochastic method. ``folded=False`` (one run of
+    :func:`lpjax.integrate`): the initial state has no index column and ``words`` is the member's
+    own key; with a diffrax Brownian ``path`` the increments are that path's instead."""
 
     static: Any = eqx.field(static=True)
     method: Any
@@ -79,8 +81,10 @@ class StochasticMember(AbstractMember):
     n_steps: int = eqx.field(static=True)
     save_every: int = eqx.field(static=True)
     observe_fn: Callable
-    words: UInt32[Array, "2"]
+    words: Optional[UInt32[Array, "2"]]
     stats: bool = eqx.field(static=True, default=True)
+    folded: bool = eqx.field(static=True, default=True)
+    path: Any = None
 
     sorts: ClassVar[bool] = False
     replay: ClassVar[str] = "written"  # (every step tested: no replay)
@@ -97,19 +101,24 @@ class StochasticMember(AbstractMember):
         return eqx.combine(dyn_m, self.static)
 
     def init(self, dyn_m, y0):
-        y, j = y0[:-1], y0[-1]
+        y = y0[:-1] if self.folded else y0
         state = self.method.init(self.system(dyn_m), y, self.dt)
         base = Carry.start(state, y.dtype)
         base = eqx.tree_at(lambda c: c.result, base,
                            RESULTS.where(jnp.all(jnp.isfinite(y)), RESULTS.successful, RESULTS.invalid_initial_state))
-        return _NoiseCarry(base, member_key(self.words, j.astype(jnp.uint32)), jnp.zeros((), base.num_failed.dtype))
+        words = member_key(self.words, y0[-1].astype(jnp.uint32)) if self.folded else self.words
+        return _NoiseCarry(base, words, jnp.zeros((), base.num_failed.dtype))
 
     def step(self, dyn_m, carry: _NoiseCarry) -> _NoiseCarry:
         system = self.system(dyn_m)
-        dW = increments(carry.words, carry.n, self.dt, system.n_noise, self.dtype)
+        if self.path is None:
+            dW = increments(carry.words, carry.n, self.dt, system.n_noise, self.dtype)
+        else:
+            t = carry.n.astype(self.dtype) * self.dt
+            dW = jnp.asarray(self.path.evaluate(t, t + self.dt), self.dtype)
         with collecting_statistics(self.stats):  # (at trace time)
-            state, result, info = self.method.step(system, carry.base.state, self.dt, dW)
-        return _NoiseCarry(carry.base.update(state, result, info), carry.words, carry.n + 1)
+            state, result, info = self.method.step(system, carry.inner.state, self.dt, dW)
+        return _NoiseCarry(carry.inner.update(state, result, info), carry.words, carry.n + 1)
 
     def advance(self, dyn_m, carry, step=None):
         step = step or self.step
@@ -117,10 +126,10 @@ class StochasticMember(AbstractMember):
 
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)
-        return self.observe_fn(system, self.method.observe(system, carry.base.state))
+        return self.observe_fn(system, self.method.observe(system, carry.inner.state))
 
     def summary(self, dyn_m, carry):
-        base = carry.base
+        base = carry.inner
         y = self.method.observe(self.system(dyn_m), base.state)
         stats = {"num_failed_steps": base.num_failed}
         if self.stats:
