@@ -265,6 +265,15 @@ def cast_floats(tree, dtype):
     return jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) and a.dtype != dtype else a, tree)
 
 
+def run_inputs(y0, dtype, tree, who: str):
+    """``(y0, dtype, tree)``: one run's initial state as numbers in the run's dtype
+    (:func:`run_dtype`), and the floating arrays of ``tree`` (its system and method) cast to it."""
+    if not isinstance(y0, jax.Array):
+        y0 = as_numbers(y0, f"{who}: y0")
+    rdtype = run_dtype(dtype, y0, who)
+    return jnp.asarray(y0, rdtype), rdtype, cast_floats(tree, rdtype)
+
+
 _SHAPES: dict = {}
 
 

@@ -23,7 +23,7 @@ from ._adjoint import loop
 from ._integrate_adaptive import run_member, solve
 from ._tangent_members import with_indicator
 from ._tangents import is_indicator
-from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype
+from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype, run_inputs
 from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
 from ._member import Carry, FixedMember, count_dtype, innermost, the_state
 from ._schedule import adaptive_schedule, fixed_schedule
@@ -339,11 +339,7 @@ def _integrate_member(system, method, y0, dt, n_steps, save_every, throw, t0, ad
         raise ValueError("integrate: a run with a controller or events starts at t = 0 from a state: it takes no "
                          "Solution to continue, no t0 and no adjoint (an adaptive run's gradient is the discrete "
                          "adjoint over the accepted steps)")
-    if not isinstance(y0, jax.Array):
-        y0 = as_numbers(y0, "integrate: y0")
-    rdtype = run_dtype(dtype, y0, "integrate")
-    y0 = jnp.asarray(y0, rdtype)
-    system, method = cast_floats((system, method), rdtype)
+    y0, rdtype, (system, method) = run_inputs(y0, dtype, (system, method), "integrate")
     save_every = 1 if save_every is None else save_every
     _check_inputs(system, method, y0, 1.0 if dt is None else dt, *((1, 1) if schedule else (n_steps, save_every)), 0.0)
     y0 = guarded(method.family, system, y0)

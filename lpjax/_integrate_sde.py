@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ._checks import as_numbers, cast_floats, is_traced, run_dtype
+from ._checks import is_traced, run_inputs
 from ._integrate_adaptive import run_member
 from ._integrator import RESULTS
 from ._member import innermost, the_state
@@ -37,11 +37,7 @@ def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtyp
         given += (["adjoint"] if adjoint != "auto" else []) + (["a Solution as y0"] if isinstance(y0, Solution) else [])
         raise ValueError(f"integrate: a stochastic run has fixed steps from t = 0 and JAX's own gradients; it takes no "
                          f"{', '.join(given)}")
-    if not isinstance(y0, jax.Array):
-        y0 = as_numbers(y0, "integrate: y0")
-    rdtype = run_dtype(dtype, y0, "integrate")
-    y0 = jnp.asarray(y0, rdtype)
-    system, method = cast_floats((system, method), rdtype)
+    y0, rdtype, (system, method) = run_inputs(y0, dtype, (system, method), "integrate")
     save_every = 1 if save_every is None else save_every
     fixed_schedule(dt, n_steps, save_every, "integrate")
     method.check_system(system)

@@ -37,7 +37,8 @@ from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._integrator._base import deferred_finiteness
 from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "in_cost_order", "innermost", "the_state"]
+__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "carry_summary", "in_cost_order", "innermost",
+           "the_state"]
 
 
 def count_dtype():
@@ -126,6 +127,17 @@ class AbstractMember(eqx.Module):
         carry)``: :meth:`step` for a member known not finished, which a kernel that stops
         stepping finished members runs instead (the same carry, without what keeps a finished
         one's)."""
+
+
+def carry_summary(method, system, carry: Carry, n_steps: int, stats: bool) -> tuple:
+    """A fixed-step member's ``(final state, result code, statistics)`` from its :class:`Carry`
+    (``stats``: with the solver's, not only the failed steps' count)."""
+    y = method.observe(system, carry.state)
+    out = {"num_failed_steps": carry.num_failed}
+    if stats:
+        out = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
+               "mean_iterations": carry.total_iterations.astype(y.dtype) / n_steps, **out}
+    return y, carry.result._value, out
 
 
 def the_state(system, y):
@@ -253,12 +265,7 @@ class FixedMember(AbstractMember):
         return self.observe_fn(system, self.method.observe(system, carry.state))
 
     def summary(self, dyn_m, carry):
-        y = self.method.observe(self.system(dyn_m), carry.state)
-        stats = {"num_failed_steps": carry.num_failed}
-        if self.stats:
-            stats = {"max_residual": carry.max_residual, "max_iterations": carry.max_iterations,
-                     "mean_iterations": carry.total_iterations.astype(y.dtype) / self.n_steps, **stats}
-        return y, carry.result._value, stats
+        return carry_summary(self.method, self.system(dyn_m), carry, self.n_steps, self.stats)
 
     def finished(self, dyn_m, carry):
         return None

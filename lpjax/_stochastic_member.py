@@ -21,7 +21,7 @@ from jaxtyping import Array, Int, UInt32
 
 from ._integrator import RESULTS, AbstractStochasticIntegrator
 from ._integrator._implicit import collecting_statistics
-from ._member import AbstractMember, Carry
+from ._member import AbstractMember, Carry, carry_summary
 from ._noise import increments, member_key
 from ._system import StochasticLiePoissonSystem
 
@@ -129,13 +129,7 @@ class StochasticMember(AbstractMember):
         return self.observe_fn(system, self.method.observe(system, carry.inner.state))
 
     def summary(self, dyn_m, carry):
-        base = carry.inner
-        y = self.method.observe(self.system(dyn_m), base.state)
-        stats = {"num_failed_steps": base.num_failed}
-        if self.stats:
-            stats = {"max_residual": base.max_residual, "max_iterations": base.max_iterations,
-                     "mean_iterations": base.total_iterations.astype(y.dtype) / self.n_steps, **stats}
-        return y, base.result._value, stats
+        return carry_summary(self.method, self.system(dyn_m), carry.inner, self.n_steps, self.stats)
 
     def finished(self, dyn_m, carry):
         return None
