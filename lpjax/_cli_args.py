@@ -136,7 +136,7 @@ def complete_method(ctx, param, incomplete):
 def _outputs_checked(out: str, plot, who: str) -> None:
     """Before any work: the store ``out`` can be made, the picture ``plot`` (if any) written;
     then float64 on."""
-    from ._ensemble._store import check_store_path
+    from ._ensemble._validate import check_store_path
 
     check_store_path(out, "--out")
     if plot:

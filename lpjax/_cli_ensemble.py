@@ -76,7 +76,7 @@ def run_ensemble(system, n_members, method, dt, steps, t1, save_every, saves, sa
     if not (np.isfinite(spread) and spread >= 0):
         raise _Failure(f"--spread must be finite and >= 0, got {spread}")
     from ._ensemble._processes import initialize, launch_local, launched
-    from ._ensemble._store import check_store_path
+    from ._ensemble._validate import check_store_path
 
     check_store_path(out, "--out")  # before any work, and before starting processes (main reports its ValueError)
     if (processes or 1) > 1:

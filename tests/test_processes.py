@@ -77,6 +77,7 @@ _CHILD = textwrap.dedent("""
         refused("devices", out=None, devices=jax.devices())
         for m in T.METHODS:
             T.run(m, os.path.join(where, m))
+        T.run("mv", os.path.join(where, "moments"), reduce="moments")
         own = T.run("mv", None)
         np.savez(os.path.join(where, f"own{{me}}.npz"), final_state=own.final_state, result=own.result,
                  first=own.first_member, y0s=own.y0s)
@@ -115,8 +116,19 @@ def test_the_share_of_each_process_is_contiguous_and_covers_the_chunks():
 def test_two_processes_write_the_store_of_one_bit_for_bit(tmp_path):
     """Moser-Veselov and GL4, 10 chunks: 5 a process, the member with a NaN state included.
     Other initial states on one process, or another process's devices, are refused on both.
-    Without a store each process returns its own members."""
+    Without a store each process returns its own members. ``reduce="moments"``: the chunks'
+    moments are those of one process, bit for bit, and their combination is the mean and sample
+    variance of the stored observables of the members that did not fail (1e-12)."""
     assert launch(tmp_path, "fresh") == 0
+    run("mv", str(tmp_path / "moments-one"), reduce="moments")
+    assert_same_store(tmp_path / "moments", tmp_path / "moments-one")
+    stored, reduced = lpjax.open_ensemble(str(tmp_path / "mv")), lpjax.open_ensemble(str(tmp_path / "moments"))
+    ok = np.asarray(stored.result[:]) == 0
+    casimirs = np.asarray(stored.observables["casimirs"][:])[ok]
+    m = reduced.moments["casimirs"]
+    assert m.count == ok.sum() == 999 and not reduced.observables
+    np.testing.assert_allclose(m.mean, casimirs.mean(axis=0), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(m.var, casimirs.var(axis=0, ddof=1), rtol=1e-12, atol=0)
     for m in METHODS:
         one = tmp_path / f"{m}-one"
         run(m, str(one))

@@ -38,8 +38,8 @@ from .._memo import by_identity
 from ._plan import Plan, make_plan
 from ._results import Results
 from ._runner import run_chunks
-from ._store import EnsembleSolution, check_store_path, open_ensemble, stored_chunk_size
-from ._validate import check_members, check_schedule, observe_fn, observe_nothing, validated
+from ._store import EnsembleSolution, open_ensemble, stored_chunk_size
+from ._validate import check_members, check_schedule, check_store_path, observe_fn, observe_nothing, validated
 
 __all__ = ["ensemble", "ensemble_function", "EnsembleOutput", "EnsembleSolution", "open_ensemble"]
 
@@ -217,6 +217,7 @@ def ensemble(
     batched_system: bool = False,
     kernel: Union[str, AbstractKernel] = "auto",
     key=None,
+    reduce: Optional[str] = None,
 ) -> EnsembleSolution:
     """Integrate many members: initial states ``y0s`` (shape ``(N, d)``), a system batched over
     parameters (``batched_system=True``: every array of the system has a leading axis N, as
@@ -314,6 +315,11 @@ def ensemble(
             ``n``), so that it is :func:`lpjax.integrate` with that key, in every kernel, for any
             chunking, process count or resume (the key is in the settings: a store resumes with
             its own). Fixed steps; no events or indicators.
+        reduce: ``"moments"`` keeps, of each observable, only its mean and sample variance across
+            the members that did not fail, at each save (:attr:`EnsembleSolution.moments`,
+            ``observables`` empty): per chunk, combined in the chunks' order by Chan's pairwise
+            update (:mod:`._moments`), so that processes, chunking and a resume give the same
+            numbers to roundoff. The final states, results and statistics are kept per member.
 
     **Several processes** (after ``jax.distributed.initialize()``, by the user, a launcher, or
     ``lpjax ensemble --processes K``/``--distributed``): every process calls :func:`ensemble` with
@@ -333,6 +339,9 @@ def ensemble(
     _refuse_transforms(system, y0s, dt, t1, ts)
     check_store_path(out)
     key = key if is_stochastic(system, method, None, key, "ensemble") else None
+    if reduce not in (None, "moments"):
+        raise ValueError(f"ensemble: reduce must be None or 'moments' (the mean and variance across the members), "
+                         f"got {reduce!r}")
     adaptive = adaptive_schedule(method, dt, n_steps, save_every, t1, ts, controller, max_steps, stats, "ensemble",
                                  error_estimate, local_extrapolation)
     events = as_events(events, "ensemble")
@@ -345,10 +354,10 @@ def ensemble(
     plan = make_plan(*inp.y0s.shape, inp.n_steps, inp.save_every, inp.dtype, inp.batched, kernel, devices, chunk_size,
                      jax.process_count(), jax.process_index(), store=out is not None)
     observe_name, observe_f = observe_fn(observe)
-    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name, observe_f, bool(stats), adaptive,
-                                 events, key)
+    fn, ends, keep = _kernel_for(inp.system, inp.method, dt, plan, observe_name if reduce is None else reduce, observe_f,
+                                 bool(stats), adaptive, events, key)  # (reduced: the kernel returns every save)
     plan = dataclasses.replace(plan, kernel=fn.kernel)  # is what the settings and the store record
     results = Results(plan, inp, dt, observe_name, observe_f, out, resume, metadata, bool(stats), ends, adaptive,
-                      events, None if key is None else [int(w) for w in key_words(key)])
+                      events, None if key is None else [int(w) for w in key_words(key)], reduce)
     run_chunks(plan, fn, inp, results, progress, keep)
     return results.solution(throw)

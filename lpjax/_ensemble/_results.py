@@ -23,6 +23,7 @@ from ._processes import Group
 from ._store import (
     RESULT_NAMES, STATS, EnsembleSolution, Statistics, Store, array_digest, arrays_by_path, describe, fingerprint, run_settings,
 )
+from ._moments import MOMENT_PARTS, chunk_moments, combined
 from ._state_saves import with_state_ends
 from .._events import describe_event, event_stat_names
 from .._schedule import ADAPTIVE_STATS
@@ -42,11 +43,18 @@ class Results:
     work; :attr:`chunks` are this process's chunks to run."""
 
     def __init__(self, plan: Plan, inp: Inputs, dt, observe_name: str, observe, out, resume: bool, metadata,
-                 stats: bool, state_ends=(False, False), adaptive=None, events: tuple = (), noise_key=None):
+                 stats: bool, state_ends=(False, False), adaptive=None, events: tuple = (), noise_key=None,
+                 reduce: Optional[str] = None):
         N, n_save, system = plan.members, plan.n_save, inp.system
         probe = eval_shape_cached(observe, first_member(system) if plan.batched else system, inp.y_one)
+        self.reduced = list(probe) if reduce == "moments" else []  # (observables kept as their moments, per chunk)
         shapes = {f"observables/{k}": ((N, n_save + 1 - (k == "state") * sum(state_ends), *v.shape), v.dtype)
-                  for k, v in probe.items()}  # the state's ends, where they are y0s and final_state: not twice
+                  for k, v in probe.items() if not self.reduced}  # the state's ends, where they are y0s and final_state
+        for k, v in probe.items() if self.reduced else ():  # a row per chunk (a zarr chunk each)
+            wide = np.promote_types(v.dtype, np.float64)
+            shapes.update({f"moments/{k}/count": ((plan.n_chunks,), np.int64, 1),
+                           f"moments/{k}/mean": ((plan.n_chunks, n_save + 1, *v.shape), wide, 1),
+                           f"moments/{k}/m2": ((plan.n_chunks, n_save + 1, *v.shape), wide, 1)})
         shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32)})
         self.stat_names = STATS if stats else STATS[-1:]  # ("num_failed_steps",)
         if adaptive is not None:
@@ -58,7 +66,8 @@ class Results:
             shapes.update({"stats/event_count": ((N,), np.int32), "stats/event_ts": ((N, K), plan.dtype),
                            "stats/event_ys": ((N, K, d), plan.dtype), "stats/event_which": ((N, K), np.int32),
                            **({"stats/t_final": ((N,), plan.dtype)} if adaptive is None else {})})
-        self.plan, self.group, self.observables = plan, Group(plan.processes, plan.process), list(probe)
+        self.plan, self.group = plan, Group(plan.processes, plan.process)
+        self.observables = [] if self.reduced else list(probe)
         if adaptive is None:
             self.ts = (np.arange(n_save + 1) * plan.save_every * float(dt)).astype(plan.dtype)
         else:
@@ -71,6 +80,8 @@ class Results:
             self.settings.update(events=[describe_event(e) for e in events], stat_names=list(self.stat_names))
         if noise_key is not None:  # (a stochastic ensemble's paths: resumed only with the same key)
             self.settings.update(noise_key=noise_key)
+        if self.reduced:
+            self.settings.update(reduce=reduce, moments=self.reduced)
         system_arrays = {f"system/{k}": a for k, a in arrays_by_path(system).items()}
         # the inputs over the members are written with each chunk; the others once, with ts
         self.inputs = {"y0s": inp.y0s, **(system_arrays if plan.batched else {})}
@@ -89,7 +100,8 @@ class Results:
         if out is None:  # every chunk of this process fills them: members lo ... hi - 1
             self.lo = plan.span(self.chunks[0])[0] if self.chunks else 0
             hi = plan.span(self.chunks[-1])[1] if self.chunks else 0
-            self.arrays = {k: np.empty((hi - self.lo, *shape[1:]), dtype) for k, (shape, dtype) in shapes.items()}
+            self.arrays = {k: np.empty((hi - self.lo, *shape[1:]) if not rows else shape, dtype)
+                           for k, (shape, dtype, *rows) in shapes.items()}
 
     def _open(self, out, attrs: dict, shapes: dict, resume: bool) -> np.ndarray:
         """Process 0 makes or checks the store and tells every process which chunks are done (or
@@ -110,13 +122,14 @@ class Results:
         if self.arrays is None:
             return None
         rows = slice(idx.start - self.lo, idx.stop - self.lo)  # (saves of nothing: not the kernel's)
-        return {k: a[rows] for k, a in self.arrays.items() if np.prod(a.shape[1:]) > 0}
+        return {k: a[rows] for k, a in self.arrays.items() if np.prod(a.shape[1:]) > 0 and not k.startswith("moments/")}
 
     def save(self, k: int, lo: int, outs) -> None:
         """Chunk ``k``'s outputs (members from ``lo``), in a store with its inputs, then its flag."""
         y_final, saved, result, stats = outs
         parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
-                 **{f"observables/{n}": v for n, v in saved.items()}, **{f"stats/{n}": v for n, v in stats.items()}}
+                 **{f"observables/{n}": v for n, v in saved.items() if not self.reduced},
+                 **{f"stats/{n}": v for n, v in stats.items()}}
         if self.store is not None:
             parts.update({name: a[lo : lo + y_final.shape[0]] for name, a in self.inputs.items()})
         for name, a in parts.items():
@@ -124,6 +137,13 @@ class Results:
                 self.store.write(name, lo, a)
             elif not np.may_share_memory(dst := self.arrays[name][lo - self.lo : lo - self.lo + a.shape[0]], a):
                 dst[...] = a  # (unless the native kernel wrote it)
+        ok = (np.asarray(result) == 0) | (np.asarray(result) == RESULT_NAMES.index("event_occurred"))  # (not failed)
+        for name in self.reduced:
+            for part, a in zip(MOMENT_PARTS, chunk_moments(saved[name], ok)):
+                if self.store is not None:
+                    self.store.write(f"moments/{name}/{part}", k, np.asarray(a)[None])
+                else:
+                    self.arrays[f"moments/{name}/{part}"][k] = a
         if self.store is not None:
             self.store.mark_done(k)
 
@@ -141,7 +161,9 @@ class Results:
             a, own = self.arrays, slice(self.lo, self.lo + self.arrays["result"].shape[0])
             observables = with_state_ends({k: a[f"observables/{k}"] for k in self.observables},
                                           self.settings["state_ends"], self.inputs["y0s"][own], a["final_state"])
+            moments = {k: combined(*(a[f"moments/{k}/{p}"][self.chunks] for p in MOMENT_PARTS)) for k in self.reduced}
             sol = EnsembleSolution(ts=self.ts, observables=observables, final_state=a["final_state"], result=a["result"],
+                                   moments=moments,
                                    stats=Statistics({k: a[f"stats/{k}"] for k in self.stat_names}),
                                    chunk_size=self.plan.chunk,
                                    y0s=self.inputs["y0s"][own], settings=self.settings, first_member=self.lo,

@@ -21,23 +21,10 @@ from .._events import EventRecord, event_record
 from .._integrator import RESULTS
 from .._version import __version__
 from .._memo import by_identity
+from ._moments import MOMENT_PARTS, combined
 from ._state_saves import with_state_ends
 
-__all__ = ["EnsembleSolution", "open_ensemble", "check_store_path"]
-
-
-def check_store_path(out: Optional[str], who: str = "ensemble: out") -> None:
-    """Refuse, before any work, a store path whose folder does not exist or cannot be written,
-    or that names an existing file (a store is a directory): the run would fail only when its
-    first chunk is written."""
-    if out is None:
-        return
-    path = os.path.abspath(os.fspath(out))
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"{who} {out!r} is a file; a store is a directory")
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise ValueError(f"{who} {out!r}: the folder {folder!r} does not exist or is not writable")
+__all__ = ["EnsembleSolution", "open_ensemble"]
 
 
 STATS = ("max_residual", "max_iterations", "mean_iterations", "num_failed_steps")  # the last always kept
@@ -82,6 +69,8 @@ class EnsembleSolution(eqx.Module):
         first_member: the index in the whole ensemble of this solution's first member: nonzero
             only on the processes after the first of a multi-process run without a store, which
             each return their own members.
+        moments: with ``reduce="moments"``, ``{name: Moments(count, mean, var)}`` across the
+            members that did not fail, at each save (``observables`` is then empty).
         settings: the run's settings, as stored: ``system`` and ``method`` (one-line
             descriptions) with ``system_arrays``/``method_arrays`` (dtype, shape and SHA-256 of
             each array), ``dt`` (a number), ``n_steps``, ``save_every``, ``observe``,
@@ -106,6 +95,7 @@ class EnsembleSolution(eqx.Module):
     system_arrays: dict = dataclasses.field(default_factory=dict)
     settings: dict = dataclasses.field(default_factory=dict)
     first_member: int = 0
+    moments: dict = dataclasses.field(default_factory=dict)
 
     result_names: tuple = RESULT_NAMES
 
@@ -326,9 +316,9 @@ class Store:
         except OSError as e:
             raise PermissionError(f"ensemble: cannot write the store at {path}: {e}") from None
         group = zarr.open_group(path, mode="w", attributes=attrs)
-        for name, (shape, dtype) in shapes.items():
-            group.create_array(name, shape=shape, dtype=dtype, chunks=(chunk, *(max(1, s) for s in shape[1:])), fill_value=0,
-                               compressors=_compressors(dtype))
+        for name, (shape, dtype, *rows) in shapes.items():  # (rows: of a zarr chunk, if not the members of a chunk)
+            group.create_array(name, shape=shape, dtype=dtype, chunks=((rows or [chunk])[0], *(max(1, s) for s in shape[1:])),
+                               fill_value=0, compressors=_compressors(dtype))
         for name, a in fixed.items():
             group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=a.shape, fill_value=0,
                                compressors=_compressors(a.dtype))[...] = a
@@ -396,5 +386,6 @@ def _solution(path: str, array) -> EnsembleSolution:
         store=path, chunk_size=int(attrs["chunk_size"]),
         y0s=y0s,
         system_arrays={k: array(f"system/{k}") for k in attrs.get("system_array_paths", [])},
-        settings=attrs,
+        settings=attrs, moments={k: combined(*(array(f"moments/{k}/{p}")[:] for p in MOMENT_PARTS))
+                                 for k in attrs.get("moments", [])},
     )

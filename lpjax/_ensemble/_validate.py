@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, Callable, NamedTuple, Optional, final
 
@@ -22,7 +23,7 @@ from .._schedule import fixed_schedule
 from .._tangents import is_indicator
 
 __all__ = ["Inputs", "validated", "observe_fn", "observe_nothing", "check_members", "check_schedule", "first_member",
-           "checked_members", "checked_inputs"]
+           "checked_members", "checked_inputs", "check_store_path"]
 
 
 # -------------------------------------------------------------------------------- observables
@@ -261,3 +262,17 @@ def validated(system, method, y0s, dt, n_steps, save_every, dtype, batched_syste
     if system_n is None:
         system.check_state(y_one)
     return Inputs(system, method, y0s, y_one, n_steps, save_every, rdtype, system_n is not None)
+
+
+def check_store_path(out: Optional[str], who: str = "ensemble: out") -> None:
+    """Refuse, before any work, a store path whose folder does not exist or cannot be written,
+    or that names an existing file (a store is a directory): the run would fail only when its
+    first chunk is written."""
+    if out is None:
+        return
+    path = os.path.abspath(os.fspath(out))
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{who} {out!r} is a file; a store is a directory")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"{who} {out!r}: the folder {folder!r} does not exist or is not writable")
