@@ -297,3 +297,14 @@ def test_the_tangent_program_lowers_for_cuda_with_the_tangents_in_registers():
     f = lpjax.ensemble_function(system, lpjax.GaussLegendre(2), 0.01, N_STEPS, save_every=SAVE_EVERY,
                                 observe=lpjax.MEGNO(), platform="cuda")
     _one_kernel_loading_nothing_in_loops(f)
+
+
+def test_the_stochastic_program_lowers_for_cuda_with_its_random_numbers_in_registers():
+    """A stochastic ensemble (heavy tops, the stochastic midpoint, each member's increments drawn
+    in the kernel by Threefry and Box–Muller from its key and the step): one Triton kernel, no
+    global load inside any loop, no store but at the saves."""
+    system = lpjax.systems.stochastic_heavy_top(np.array([1.0, 1.3, 0.7]), np.array([0.0, 0.0, 1.0]), 2.0,
+                                                0.3 * np.eye(3))
+    f = lpjax.ensemble_function(system, lpjax.StochasticMidpoint(max_iters=10, early_exit=False), 0.01, N_STEPS,
+                                save_every=SAVE_EVERY, key=jax.random.key(0), platform="cuda")
+    _one_kernel_loading_nothing_in_loops(f)
