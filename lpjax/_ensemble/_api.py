@@ -54,7 +54,7 @@ def _make_function(system, method, dt, n_steps: int, save_every: int, observe_fn
             raise ValueError("ensemble: a stochastic ensemble has fixed steps, and no events or chaos indicators, for now")
         member = StochasticMember(static, method, jnp.asarray(dt, rdtype), n_steps, save_every, observe_fn,
                                   key_words(key), bool(stats))
-        return EnsembleFunction(member, dyn, False, kernel, platform, type(system).__name__)
+        return EnsembleFunction(member, None if batched else dyn, batched, kernel, platform, type(system).__name__)
     if indicator is not None:
         observe_fn = observe_nothing
     if adaptive is None:

@@ -166,9 +166,6 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
     stochastic = isinstance(method, AbstractStochasticIntegrator)
     if not isinstance(method, AbstractIntegrator) and not stochastic:
         raise TypeError(f"{who}: method must be an lpjax integrator (e.g. lpjax.RK4()), got {type(method).__name__}")
-    if stochastic and batched:
-        raise ValueError(f"{who}: a stochastic ensemble runs one system (batched_system=False), for now; its members "
-                         "differ by their initial states and their Wiener paths")
     sizes = _leading_sizes(system)
     common = next(iter(set(sizes.values()))) if len(set(sizes.values())) == 1 else None
 
@@ -185,7 +182,8 @@ def check_members(system, method, batched: bool, who: str, y_one=None, dt=None) 
             raise ValueError(f"{who}: with batched_system=True every array of the system needs the same leading axis N "
                              f"(leading sizes: {sizes})")
         check(first_member(system))
-        checked_members(system, method, who)
+        if not stochastic:  # (a stochastic method has no family whose values to check)
+            checked_members(system, method, who)
         return common
     try:
         check(system)
