@@ -319,7 +319,9 @@ def ensemble(
             the members that did not fail, at each save (:attr:`EnsembleSolution.moments`,
             ``observables`` empty): per chunk, combined in the chunks' order by Chan's pairwise
             update (:mod:`._moments`), so that processes, chunking and a resume give the same
-            numbers to roundoff. The final states, results and statistics are kept per member.
+            numbers to roundoff. No state is kept (``final_state`` is None); per member only the
+            result codes and statistics, and a store compresses its inputs: kilobytes for
+            members that start alike.
 
     **Several processes** (after ``jax.distributed.initialize()``, by the user, a launcher, or
     ``lpjax ensemble --processes K``/``--distributed``): every process calls :func:`ensemble` with

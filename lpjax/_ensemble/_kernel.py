@@ -200,7 +200,7 @@ class EnsembleFunction(eqx.Module):
         and dtype fit. ``y0s`` is checked by the caller."""
         dyn = system_arrays if self.batched else self.system_arrays
         part = (lambda head: {k[len(head):]: a for k, a in into.items() if k.startswith(head)}) if into else None
-        dest = into and not self.member.sorts and ((into["final_state"], into["result"], part("stats/")),
+        dest = into and not self.member.sorts and ((into.get("final_state"), into["result"], part("stats/")),
                                                    part("observables/"))
         try:
             (y_final, result, stats), saved = in_cost_order(

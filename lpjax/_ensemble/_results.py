@@ -55,7 +55,7 @@ class Results:
             shapes.update({f"moments/{k}/count": ((plan.n_chunks,), np.int64, 1),
                            f"moments/{k}/mean": ((plan.n_chunks, n_save + 1, *v.shape), wide, 1),
                            f"moments/{k}/m2": ((plan.n_chunks, n_save + 1, *v.shape), wide, 1)})
-        shapes.update({"final_state": ((N, plan.state_size), plan.dtype), "result": ((N,), np.int32)})
+        shapes.update({"result": ((N,), np.int32), **({} if self.reduced else {"final_state": ((N, plan.state_size), plan.dtype)})})
         self.stat_names = STATS if stats else STATS[-1:]  # ("num_failed_steps",)
         if adaptive is not None:
             self.stat_names = ADAPTIVE_STATS
@@ -94,7 +94,9 @@ class Results:
         if out is not None:
             attrs = {**self.settings, "fingerprint": fp, "observables": self.observables, "created": _now(),
                      "result_names": list(RESULT_NAMES), "processes": plan.processes}
-            done = self._open(out, attrs, {**shapes, **{k: (a.shape, a.dtype) for k, a in self.inputs.items()}}, resume)
+            # (reduced: the inputs compressed, as the rest is small: the same start for every member stores in kilobytes)
+            inputs = {k: (a.shape, a.dtype, None, bool(self.reduced)) for k, a in self.inputs.items()}
+            done = self._open(out, attrs, {**shapes, **inputs}, resume)
             todo = [k for k in todo if not done[k]]
         self.chunks = plan.mine(todo)
         if out is None:  # every chunk of this process fills them: members lo ... hi - 1
@@ -127,7 +129,7 @@ class Results:
     def save(self, k: int, lo: int, outs) -> None:
         """Chunk ``k``'s outputs (members from ``lo``), in a store with its inputs, then its flag."""
         y_final, saved, result, stats = outs
-        parts = {"final_state": y_final, "result": np.asarray(result, np.int32),
+        parts = {**({} if self.reduced else {"final_state": y_final}), "result": np.asarray(result, np.int32),
                  **{f"observables/{n}": v for n, v in saved.items() if not self.reduced},
                  **{f"stats/{n}": v for n, v in stats.items()}}
         if self.store is not None:
@@ -160,9 +162,9 @@ class Results:
         else:
             a, own = self.arrays, slice(self.lo, self.lo + self.arrays["result"].shape[0])
             observables = with_state_ends({k: a[f"observables/{k}"] for k in self.observables},
-                                          self.settings["state_ends"], self.inputs["y0s"][own], a["final_state"])
+                                          self.settings["state_ends"], self.inputs["y0s"][own], a.get("final_state"))
             moments = {k: combined(*(a[f"moments/{k}/{p}"][self.chunks] for p in MOMENT_PARTS)) for k in self.reduced}
-            sol = EnsembleSolution(ts=self.ts, observables=observables, final_state=a["final_state"], result=a["result"],
+            sol = EnsembleSolution(ts=self.ts, observables=observables, final_state=a.get("final_state"), result=a["result"],
                                    moments=moments,
                                    stats=Statistics({k: a[f"stats/{k}"] for k in self.stat_names}),
                                    chunk_size=self.plan.chunk,

@@ -56,7 +56,7 @@ class EnsembleSolution(eqx.Module):
         observables: ``{name: array (N, T, ...)}``, what ``observe`` kept at each save. The
             state observable (the default) is a :class:`~._state_saves.StateSaves`: its first
             and last saves are ``y0s`` and ``final_state``, not stored twice.
-        final_state: ``(N, d)``, each member's state after ``n_steps``.
+        final_state: ``(N, d)``, each member's state after ``n_steps`` (None with ``reduce``).
         result: ``(N,)`` :class:`lpjax.RESULTS` indices; 0 is success, see :attr:`result_names`.
         stats: ``{name: (N,)}``: ``max_residual``, ``max_iterations``, ``mean_iterations``,
             ``num_failed_steps``, per member, as in :class:`lpjax.Solution` (with ``events``:
@@ -316,9 +316,10 @@ class Store:
         except OSError as e:
             raise PermissionError(f"ensemble: cannot write the store at {path}: {e}") from None
         group = zarr.open_group(path, mode="w", attributes=attrs)
-        for name, (shape, dtype, *rows) in shapes.items():  # (rows: of a zarr chunk, if not the members of a chunk)
-            group.create_array(name, shape=shape, dtype=dtype, chunks=((rows or [chunk])[0], *(max(1, s) for s in shape[1:])),
-                               fill_value=0, compressors=_compressors(dtype))
+        for name, (shape, dtype, *more) in shapes.items():  # (rows of a zarr chunk, if not a chunk's members; packed)
+            rows, packed = (*more, None, False)[:2]
+            group.create_array(name, shape=shape, dtype=dtype, chunks=(rows or chunk, *(max(1, s) for s in shape[1:])),
+                               fill_value=0, compressors="auto" if packed else _compressors(dtype))
         for name, a in fixed.items():
             group.create_array(name, shape=a.shape, dtype=a.dtype, chunks=a.shape, fill_value=0,
                                compressors=_compressors(a.dtype))[...] = a
@@ -376,11 +377,12 @@ def _solution(path: str, array) -> EnsembleSolution:
                          "(run the same ensemble again with resume=True, or --resume from the command line)")
     y0s = array("y0s") if attrs.get("format") != "lpjax.ensemble/1" else None
     observables = {k: array(f"observables/{k}") for k in attrs["observables"]}
-    observables = with_state_ends(observables, attrs.get("state_ends"), y0s, array("final_state"))
+    final_state = None if attrs.get("reduce") else array("final_state")  # (a reduced run keeps no state)
+    observables = with_state_ends(observables, attrs.get("state_ends"), y0s, final_state)
     return EnsembleSolution(
         ts=np.asarray(array("ts")[:]),
         observables=observables,
-        final_state=array("final_state"), result=array("result"),
+        final_state=final_state, result=array("result"),
         stats=Statistics({k: array(f"stats/{k}") for k in
                           attrs.get("stat_names") or (STATS if attrs.get("stats", True) else STATS[-1:])}),
         store=path, chunk_size=int(attrs["chunk_size"]),
