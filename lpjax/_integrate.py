@@ -253,7 +253,9 @@ def integrate(
     (:class:`lpjax.StochasticMidpoint`, :class:`lpjax.NoiseSplitting`), fixed steps from t = 0,
     and its Wiener increments from ``key=jax.random.key(seed)`` (counter-based: step ``n``'s
     from the key's Threefry block at ``n``, as every ensemble kernel draws them) or from
-    ``brownian=``, any diffrax Brownian path of shape ``(m,)``.
+    ``brownian=``, any diffrax Brownian path of shape ``(m,)``. Gradients are pathwise (the
+    increments fixed), the steps checkpointed as above; ``adjoint`` is ``"auto"``/``"direct"``
+    (JAX differentiates them) or ``"discrete"`` (their discrete adjoint, reverse mode only).
     """
     if is_stochastic(system, method, brownian, key):
         extras = dict(t0=t0, events=events, observe=observe, controller=controller, t1=t1, ts=ts)

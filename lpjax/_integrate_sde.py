@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import is_traced, run_inputs
-from ._integrate_adaptive import run_member
+from ._adjoint import loop
 from ._integrator import RESULTS
 from ._member import innermost, the_state
 from ._noise import key_words
@@ -33,10 +33,11 @@ def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtyp
     """The stochastic branch of :func:`lpjax.integrate` (see there, and the module); ``extras``:
     the options it refuses, by name."""
     given = [name for name, v in extras.items() if v is not None]
-    if given or adjoint != "auto" or isinstance(y0, Solution):
-        given += (["adjoint"] if adjoint != "auto" else []) + (["a Solution as y0"] if isinstance(y0, Solution) else [])
-        raise ValueError(f"integrate: a stochastic run has fixed steps from t = 0 and JAX's own gradients; it takes no "
-                         f"{', '.join(given)}")
+    if given or isinstance(y0, Solution):
+        given += ["a Solution as y0"] if isinstance(y0, Solution) else []
+        raise ValueError(f"integrate: a stochastic run has fixed steps from t = 0; it takes no {', '.join(given)}")
+    if adjoint not in ("auto", "direct", "discrete"):
+        raise ValueError(f"integrate: adjoint must be 'auto', 'direct' or 'discrete', got {adjoint!r}")
     y0, rdtype, (system, method) = run_inputs(y0, dtype, (system, method), "integrate")
     save_every = 1 if save_every is None else save_every
     fixed_schedule(dt, n_steps, save_every, "integrate")
@@ -51,10 +52,33 @@ def integrate_sde(system, method, y0, dt, n_steps, save_every, throw: bool, dtyp
     member = StochasticMember(static, method, jnp.asarray(dt, rdtype), int(n_steps), int(save_every), the_state,
                               None if key is None else key_words(key), True, False, brownian)
     traced = any(is_traced(a) for a in jax.tree.leaves(eqx.filter((dyn, y0, dt, member), eqx.is_array)))
-    ys, carry, (_, _, stats) = run_member(member, dyn, y0, bool(throw) and traced)
+    ys, carry = _run(member, dyn, y0, adjoint == "discrete")
+    _, _, stats = member.summary(dyn, carry)
     base = innermost(carry)
+    if throw and traced:
+        ys = base.result.error_if(ys, base.result != RESULTS.successful)
     ts = jnp.asarray(dt, rdtype) * save_every * jnp.arange(int(n_steps) // int(save_every) + 1, dtype=rdtype)
     if throw and not traced and base.result != RESULTS.successful:
         raise RuntimeError(f"integrate: {RESULTS[base.result]} (throw=False returns the solution with its result code)")
     return Solution(ts=ts, ys=ys, result=base.result, stats=stats, state=base.state)
 
+
+@eqx.filter_jit
+def _run(member, dyn, y0, discrete: bool):
+    """``(states at the saves, the member's carry at the end)`` of ``member`` from ``y0``: each
+    save ``save_every`` steps in a :func:`lpjax._adjoint.loop`, as the deterministic
+    ``integrate`` runs them, so that reverse mode keeps O(√n) carries; ``discrete``: the loops'
+    discrete adjoint (reverse mode only), else JAX differentiates them."""
+    arrays, static = eqx.partition(member, eqx.is_array)  # (the loops take every array as an input: no closure)
+
+    def one_step(both, carry):
+        return eqx.combine(both[1], static).step(both[0], carry), None
+
+    def one_save(both, carry):
+        carry, _ = loop(one_step, both, carry, member.save_every, discrete and member.save_every >= 16)
+        return carry, eqx.combine(both[1], static).observe(both[0], carry)
+
+    start = member.init(dyn, y0)
+    carry, saved = loop(one_save, (dyn, arrays), start, member.n_steps // member.save_every,
+                        discrete and member.save_every < 16)
+    return jnp.concatenate([member.observe(dyn, start)[None], saved]), carry
