@@ -55,9 +55,15 @@ def is_indexed(member) -> bool:
 
 
 def indexed_states(y0s, members) -> Any:
-    """``y0s`` (``(N, d)``) with the members' indices ``members`` (``(N,)``) as a last column."""
+    """``y0s`` (``(N, d)``) with the members' indices ``members`` (``(N,)``, at most
+    :data:`MAX_MEMBERS` of the dtype: a float holds them exactly) as a last column."""
     y0s = jnp.asarray(y0s) if isinstance(y0s, jax.Array) else np.asarray(y0s)
     xp = jnp if isinstance(y0s, jax.Array) else np
+    top = int(np.max(members)) if isinstance(members, np.ndarray) and members.size else len(members) - 1
+    if top >= MAX_MEMBERS[np.dtype(y0s.dtype)]:
+        raise ValueError(f"ensemble: member {top} of a stochastic ensemble in {np.dtype(y0s.dtype)}: its index would "
+                         f"not be exact in a {np.dtype(y0s.dtype)} column (at most {MAX_MEMBERS[np.dtype(y0s.dtype)]} "
+                         "members); run it in float64")
     return xp.concatenate([y0s, xp.asarray(members, y0s.dtype)[:, None]], axis=1)
 
 

@@ -149,3 +149,12 @@ def test_ten_thousand_paths_of_ten_thousand_steps_keep_the_casimirs():
     assert np.max(np.abs(y[:, :3] - y0[:3])) > 1.0
     np.testing.assert_allclose(np.sum(y[:, 3:] ** 2, 1), y0[3:] @ y0[3:], rtol=1e-13, atol=0)
     np.testing.assert_allclose(np.sum(y[:, :3] * y[:, 3:], 1), y0[:3] @ y0[3:], rtol=1e-13, atol=0)
+
+
+def test_an_index_a_float32_column_cannot_hold_is_refused():
+    from lpjax._stochastic_member import indexed_states
+
+    np.testing.assert_array_equal(indexed_states(np.zeros((2, 3), np.float32), np.array([0, 2**24 - 1]))[:, -1],
+                                  [0.0, 2.0**24 - 1])
+    with pytest.raises(ValueError, match="not be exact in a float32 column"):
+        indexed_states(np.zeros((1, 3), np.float32), np.array([2**24]))
