@@ -221,9 +221,12 @@ def find_method(name: str) -> MethodEntry:
             raise ValueError(f"unknown composition scheme {scheme!r} in {name!r}; choose one of "
                              f"{', '.join(COMPOSITION_SCHEMES)}")
         base = find_method(inner)
-        order = COMPOSITION_SCHEMES[scheme].order
-        return MethodEntry(key, f"{base.name} composed by {scheme} (order {order} from a symmetric method)",
-                           lambda s: Composition(base.build(s), scheme))
+        from ._integrator.composition import ORDER_RAISING
+
+        order = "p + 2 from" if scheme in ORDER_RAISING else f"{COMPOSITION_SCHEMES[scheme].order} from"
+        return MethodEntry(key, f"{base.name} composed by {scheme} (order {order} a symmetric method of order p)"
+                           if scheme in ORDER_RAISING else f"{base.name} composed by {scheme} (order {order} a symmetric "
+                           "method)", lambda s: Composition(base.build(s), scheme))
     if key.startswith("gl") and key[2:].isdigit():
         order = int(key[2:])
         if order < 2 or order % 2:

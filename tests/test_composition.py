@@ -10,7 +10,7 @@ from scipy.integrate import solve_ivp
 
 import lpjax
 from lpjax import lagrangians
-from lpjax._integrator.composition import composition_coefficients
+from lpjax._integrator.composition import ORDER_RAISING, composition_coefficients
 from lpjax.diagnostics import empirical_order
 from lpjax.systems import clebsch_case, heavy_top, lagrange_top, rigid_body
 
@@ -35,6 +35,18 @@ def test_the_coefficients_are_the_published_ones_and_meet_the_odd_moment_conditi
     assert abs(g[len(s.outer)] - s.middle) <= 2e-15
     for k in range(3, s.order, 2):
         assert abs(np.sum(g ** k)) <= 1e-13 * np.sum(np.abs(g) ** k), (k, np.sum(g ** k))
+
+
+@pytest.mark.parametrize("scheme", list(ORDER_RAISING))
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+def test_the_order_raising_coefficients_cancel_the_next_error_term(scheme, p):
+    """For an inner method of order p the triple jump and Suzuki's five sum to 1 and meet
+    Σ γ^{p+1} = 0; at p = 2 they are the order-2 tables (``"triple-jump-2"``, ``"suzuki-2"``)."""
+    g = composition_coefficients(scheme, p)
+    assert np.array_equal(g, g[::-1]) and abs(g.sum() - 1) <= 1e-15
+    assert abs(np.sum(g ** (p + 1))) <= 1e-14 * np.sum(np.abs(g) ** (p + 1))
+    if p == 2:
+        np.testing.assert_allclose(g, composition_coefficients(f"{scheme}-2"), rtol=0, atol=1e-15)
 
 
 _TOP = lagrange_top(3, frame="rest")
@@ -94,8 +106,13 @@ def _order(system, method, y0, ref, T, dt_max):
 _ORDERS = [  # (inner, scheme, order, T, largest dt): errors between about 1e-5 and 1e-12
     ("MV", "triple-jump", 4, 2.0, 0.25), ("MV", "kahan-li6", 6, 4.0, 0.5), ("MV", "kahan-li8", 8, 8.0, 0.8),
     ("GL2", "suzuki", 4, 2.0, 0.5), ("GL2", "yoshida6", 6, 4.0, 0.5), ("GL2", "mclachlan8", 8, 8.0, 1.0),
+    # the triple jump and Suzuki's five of the inner method's order gain two orders (measured 5.98, 6.01, 7.95);
+    # the order-2 table on GL4 stays at 4 (3.97)
+    ("GL4", "triple-jump", 6, 4.0, 0.5), ("GL4", "suzuki", 6, 4.0, 1.0), ("GL6", "triple-jump", 8, 4.0, 1.0),
+    ("GL4", "triple-jump-2", 4, 4.0, 0.5),
 ]
-_INNER = {"MV": lpjax.MoserVeselov(early_exit=True), "GL2": lpjax.GaussLegendre(1)}
+_INNER = {"MV": lpjax.MoserVeselov(early_exit=True), "GL2": lpjax.GaussLegendre(1), "GL4": lpjax.GaussLegendre(2),
+          "GL6": lpjax.GaussLegendre(3)}
 
 
 @pytest.mark.parametrize("inner, scheme, order, T, dt_max", _ORDERS, ids=[f"{a}-{b}" for a, b, *_ in _ORDERS])

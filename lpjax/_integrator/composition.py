@@ -16,7 +16,7 @@ from jaxtyping import Array, Float, PyTree, Scalar
 from .._system import AbstractFamily, AbstractSystem
 from ._base import RESULTS, AbstractComposable, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, stepped_inner
 
-__all__ = ["Composition", "COMPOSITION_SCHEMES"]
+__all__ = ["Composition", "COMPOSITION_SCHEMES", "ORDER_RAISING"]
 
 
 class _Scheme(NamedTuple):
@@ -32,6 +32,8 @@ COMPOSITION_SCHEMES: dict[str, _Scheme] = {
     "triple-jump": _Scheme(4, "Yoshida (1990), Suzuki (1990), Creutz & Gocksch (1989); HLW (V.3.5)",
                            (1 / (2 - _C2),), -_C2 / (2 - _C2)),
     "suzuki": _Scheme(4, "Suzuki (1990), the fractal of five; HLW (V.3.6)", (1 / (4 - _C4),) * 2, -_C4 / (4 - _C4)),
+    "triple-jump-2": _Scheme(4, "the triple jump for an inner method of order 2", (1 / (2 - _C2),), -_C2 / (2 - _C2)),
+    "suzuki-2": _Scheme(4, "Suzuki's fractal for an inner method of order 2", (1 / (4 - _C4),) * 2, -_C4 / (4 - _C4)),
     "yoshida6": _Scheme(6, "Yoshida (1990), solution A; HLW (V.3.11)",
                         (0.78451361047755726381949763, 0.23557321335935813368479318,
                          -1.17767998417887100694641568), 1.31518632068391121888424973),
@@ -63,12 +65,27 @@ COMPOSITION_SCHEMES: dict[str, _Scheme] = {
 }
 """The schemes by name: ``(order, source, γ_1 … γ_m, γ_{m+1})``; the middle coefficient used is
 ``1 − 2 Σ γ_i`` (so that the steps add up to ``dt`` exactly), the published one agrees to 1e-15. Their orders hold for a symmetric
-inner method of order 2; every one meets ``Σ γ_i^k = 0`` for the odd ``3 ≤ k < order``."""
+inner method of order 2; every one meets ``Σ γ_i^k = 0`` for the odd ``3 ≤ k < order``. ``"triple-jump"``
+and ``"suzuki"`` are listed with their coefficients for an inner method of order 2; :class:`Composition`
+uses their forms for the inner method's order p (:data:`ORDER_RAISING`), ``"triple-jump-2"`` and
+``"suzuki-2"`` the order-2 ones whatever the inner method."""
+
+ORDER_RAISING = {"triple-jump": 2, "suzuki": 4}
+"""The schemes whose coefficients follow the inner method's order p (even): ``k`` steps of
+``γ = 1/(k − k^{1/(p+1)})`` around a middle one of ``−k^{1/(p+1)}/(k − k^{1/(p+1)})``, k = 2 (the
+triple jump) or 4 (Suzuki's five), raise a symmetric method of order p to p + 2 (Yoshida 1990,
+Suzuki 1990; HLW, Section II.4): the error term of order p + 1 cancels, ``Σ γ_i^{p+1} = 0``."""
 
 
-def composition_coefficients(scheme: str) -> np.ndarray:
-    """The whole palindrome ``γ_1 … γ_s`` of ``scheme`` (float64)."""
-    outer = np.asarray(COMPOSITION_SCHEMES[scheme].outer, np.float64)
+def composition_coefficients(scheme: str, inner_order: int = 2) -> np.ndarray:
+    """The whole palindrome ``γ_1 … γ_s`` of ``scheme`` (float64), for an inner method of order
+    ``inner_order`` where the scheme depends on it (:data:`ORDER_RAISING`)."""
+    if scheme in ORDER_RAISING:
+        k = ORDER_RAISING[scheme]
+        root = float(k) ** (1.0 / (inner_order + 1))
+        outer = np.full(k // 2, 1.0 / (k - root))
+    else:
+        outer = np.asarray(COMPOSITION_SCHEMES[scheme].outer, np.float64)
     return np.concatenate([outer, [1.0 - 2.0 * outer.sum()], outer[::-1]])
 
 
@@ -87,8 +104,10 @@ class Composition(AbstractSteppedAdjoint):
     ========================  =====  ======  ==================================
     ``scheme``                order  stages  source
     ========================  =====  ======  ==================================
-    ``"triple-jump"``         4      3       Yoshida (1990)
-    ``"suzuki"``              4      5       Suzuki (1990)
+    ``"triple-jump"``         p + 2  3       Yoshida (1990)
+    ``"suzuki"``              p + 2  5       Suzuki (1990)
+    ``"triple-jump-2"``       4      3       Yoshida (1990)
+    ``"suzuki-2"``            4      5       Suzuki (1990)
     ``"yoshida6"``            6      7       Yoshida (1990), solution A
     ``"kahan-li6"``           6      9       Kahan & Li (1997)
     ``"mclachlan8"``          8      15      McLachlan (1995)
@@ -96,8 +115,13 @@ class Composition(AbstractSteppedAdjoint):
     ``"sofroniou-spaletta10"``10     35      Sofroniou & Spaletta (2005)
     ========================  =====  ======  ==================================
 
-    The orders are those of a second-order ``inner``; with a higher-order one the order is at
-    least the larger of the two. Each stage is one step of ``inner``, so the composition keeps
+    ``p`` is the order of ``inner``: the triple jump and Suzuki's five take the coefficients that
+    raise it to ``p + 2`` (:data:`ORDER_RAISING`; for GL4, order 6). ``"triple-jump-2"`` and
+    ``"suzuki-2"`` keep the coefficients for a second-order ``inner`` whatever it is; the other
+    orders are those of a second-order ``inner``, and with a higher-order one the order is at
+    least the larger of the two. Which to use: for a second-order ``inner`` (Moser–Veselov, a
+    splitting, GL2) the fixed tables of the order wanted, Kahan–Li's the most accurate at equal
+    work; for a higher-order one the triple jump or Suzuki's five of its order. Each stage is one step of ``inner``, so the composition keeps
     what ``inner`` keeps (Casimirs, the Poisson structure) and is itself symmetric. ``inner``
     must be symmetric (:attr:`lpjax.AbstractIntegrator.symmetric`: a step of ``dt`` then one of
     ``−dt`` returns the state): composing a method that is not (RK4) does not raise its order,
@@ -126,6 +150,8 @@ class Composition(AbstractSteppedAdjoint):
 
     @property
     def order(self) -> int:
+        if self.scheme in ORDER_RAISING:
+            return self.inner.order + 2
         return max(COMPOSITION_SCHEMES[self.scheme].order, self.inner.order)
 
     @property
@@ -138,8 +164,8 @@ class Composition(AbstractSteppedAdjoint):
 
     @property
     def coefficients(self) -> np.ndarray:
-        """``γ_1 … γ_s`` (float64)."""
-        return composition_coefficients(self.scheme)
+        """``γ_1 … γ_s`` (float64), for the inner method's order."""
+        return composition_coefficients(self.scheme, self.inner.order)
 
     @property
     def _joined(self) -> Optional[AbstractIntegrator]:
