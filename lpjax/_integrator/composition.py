@@ -64,11 +64,12 @@ COMPOSITION_SCHEMES: dict[str, _Scheme] = {
                                      0.04967437063972987905456880), 0.04931773575959453791768001),
 }
 """The schemes by name: ``(order, source, γ_1 … γ_m, γ_{m+1})``; the middle coefficient used is
-``1 − 2 Σ γ_i`` (so that the steps add up to ``dt`` exactly), the published one agrees to 1e-15. Their orders hold for a symmetric
-inner method of order 2; every one meets ``Σ γ_i^k = 0`` for the odd ``3 ≤ k < order``. ``"triple-jump"``
-and ``"suzuki"`` are listed with their coefficients for an inner method of order 2; :class:`Composition`
-uses their forms for the inner method's order p (:data:`ORDER_RAISING`), ``"triple-jump-2"`` and
-``"suzuki-2"`` the order-2 ones whatever the inner method."""
+``1 − 2 Σ γ_i`` (so that the steps add up to ``dt`` exactly), the published one agrees to
+1e-15. Their orders hold for a symmetric inner method of order 2; every one meets
+``Σ γ_i^k = 0`` for the odd ``3 ≤ k < order``. ``"triple-jump"`` and ``"suzuki"`` are listed with
+their coefficients for an inner method of order 2; :class:`Composition` uses their forms for the
+inner method's order p (:data:`ORDER_RAISING`), ``"triple-jump-2"`` and ``"suzuki-2"`` the
+order-2 ones whatever the inner method."""
 
 ORDER_RAISING = {"triple-jump": 2, "suzuki": 4}
 """The schemes whose coefficients follow the inner method's order p (even): ``k`` steps of
@@ -121,10 +122,12 @@ class Composition(AbstractSteppedAdjoint):
     orders are those of a second-order ``inner``, and with a higher-order one the order is at
     least the larger of the two. Which to use: for a second-order ``inner`` (Moser–Veselov, a
     splitting, GL2) the fixed tables of the order wanted, Kahan–Li's the most accurate at equal
-    work; for a higher-order one the triple jump or Suzuki's five of its order. Each stage is one step of ``inner``, so the composition keeps
-    what ``inner`` keeps (Casimirs, the Poisson structure) and is itself symmetric. ``inner``
-    must be symmetric (:attr:`lpjax.AbstractIntegrator.symmetric`: a step of ``dt`` then one of
-    ``−dt`` returns the state): composing a method that is not (RK4) does not raise its order,
+    work; for a higher-order one the triple jump or Suzuki's five of its order.
+
+    Each stage is one step of ``inner``, so the composition keeps what ``inner`` keeps
+    (Casimirs, the Poisson structure) and is itself symmetric. ``inner`` must be symmetric
+    (:attr:`lpjax.AbstractIntegrator.symmetric`: a step of ``dt`` then one of ``−dt`` returns
+    the state): composing a method that is not (RK4, the Suris maps) does not raise its order,
     and is refused. A step's result is its first failing stage's; its statistics sum the
     stages' iterations.
 
@@ -146,7 +149,8 @@ class Composition(AbstractSteppedAdjoint):
         if not self.inner.symmetric:
             raise ValueError(f"Composition: {type(self.inner).__name__} is not symmetric (a step of dt then one of -dt "
                              "does not return the state), so composing it does not raise its order; compose a "
-                             "symmetric method (GaussLegendre, MoserVeselov, the Suris maps, LiePoissonSplitting)")
+                             "symmetric method (GaussLegendre, MoserVeselov, LiePoissonSplitting, or Collective of "
+                             "one of them)")
 
     @property
     def order(self) -> int:
