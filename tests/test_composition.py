@@ -159,3 +159,20 @@ def test_a_composition_continues_a_solution_bit_for_bit():
     first = lpjax.integrate(RB, method, jnp.asarray(M0), 0.1, 20)
     again = lpjax.integrate(RB, method, first, 0.1, 20)
     assert np.array_equal(again.ys[-1], whole.ys[-1])
+
+
+def test_the_stage_predictor_follows_the_stages_inside_a_composition():
+    """Kahan–Li 6 on the rigid body (dt = 0.05, 400 steps): with GL2 (one stage) the default
+    makes no more fixed-point updates per stage than the predictor turned off (before: 6.80
+    against 5.90; now the same guess, 5.09); with GL4 the predictor rescaled to each stage's
+    size makes fewer (measured 3.89 against 4.28)."""
+    def per_stage(inner):
+        method = lpjax.Composition(inner, "kahan-li6")
+        sol = lpjax.integrate(RB, method, jnp.asarray(M0), 0.05, 400)
+        return float(sol.stats["mean_iterations"]) / len(method.coefficients)
+
+    for s in (1, 2):
+        default, off = per_stage(lpjax.GaussLegendre(s)), per_stage(lpjax.GaussLegendre(s, predictor=False))
+        assert default <= off, (s, default, off)
+        if s == 2:
+            assert default <= 0.95 * off, (default, off)

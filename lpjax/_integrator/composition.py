@@ -15,6 +15,7 @@ from jaxtyping import Array, Float, PyTree, Scalar
 
 from .._system import AbstractFamily, AbstractSystem
 from ._base import RESULTS, AbstractComposable, AbstractIntegrator, AbstractSteppedAdjoint, StepInfo, stepped_inner
+from .gauss_legendre import GaussLegendre
 
 __all__ = ["Composition", "COMPOSITION_SCHEMES", "ORDER_RAISING"]
 
@@ -198,12 +199,22 @@ class Composition(AbstractSteppedAdjoint):
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
         if self._joined is not None:
             return self._joined.step(system, state, dt)
-        result, infos = RESULTS.successful, []
-        for g in self.coefficients:  # unrolled: every kernel sees straight-line stages
+        result, infos, gammas = RESULTS.successful, [], self.coefficients
+        for i, g in enumerate(gammas):  # unrolled: every kernel sees straight-line stages
+            state = self._predicted(system, state, dt, gammas, i)
             state, r, info = self.inner.step(system, state, float(g) * dt)
             result = RESULTS.where(result == RESULTS.successful, r, result)
             infos.append(info)
         return state, result, _combined(infos)
+
+    def _predicted(self, system, state, dt, gammas: np.ndarray, i: int):
+        """The state entering stage ``i``, its stage predictor following the stage's size where
+        the inner method has one (:meth:`lpjax.GaussLegendre.predicted_for`; the ratio of the two
+        γ, known when traced: the palindrome's last stage is as long as the next step's first)."""
+        if not isinstance(self.inner, GaussLegendre):
+            return state
+        ratio = float(gammas[i] / gammas[i - 1]) if i else 1.0
+        return self.inner.predicted_for(system, state, float(gammas[i]) * dt, ratio)
 
     def observe(self, system: AbstractSystem, state: PyTree) -> Float[Array, " n"]:
         return self.inner.observe(system, state)
@@ -220,8 +231,9 @@ class Composition(AbstractSteppedAdjoint):
         """:meth:`step`, keeping each stage's entering state and the inner method's residuals."""
         if self._joined is not None:
             return self._joined.step_residuals(system, state, dt)
-        inner, result, infos, kept = self._stepped_inner(), RESULTS.successful, [], []
-        for g in self.coefficients:
+        inner, result, infos, kept, gammas = self._stepped_inner(), RESULTS.successful, [], [], self.coefficients
+        for i, g in enumerate(gammas):
+            state = self._predicted(system, state, dt, gammas, i)
             entering = state
             state, r, info, res = inner.step_residuals(system, state, float(g) * dt)
             result = RESULTS.where(result == RESULTS.successful, r, result)

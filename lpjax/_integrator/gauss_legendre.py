@@ -279,6 +279,24 @@ class GaussLegendre(AbstractImplicitMethod, AbstractSteppedAdjoint):
         """``E[j, i] = ℓ_i(1 + c_j)`` of :func:`_extrapolation` (the stage predictor)."""
         return self._tableau.array[self.stages + 2 :]
 
+    def predicted_for(self, system: AbstractSystem, state: GaussLegendreState, dt: Scalar,
+                      ratio: float) -> GaussLegendreState:
+        """``state`` with its stage predictor for a stage of a composition: a next step of
+        ``dt``, ``ratio`` times the last one (the stages alternate in size and sign; ``ratio`` is a
+        number known when traced). With two stages or more, the last step's collocation
+        polynomial, which the predicted increments and 0 at the step's end determine, evaluated
+        at the nodes ``ratio·c`` instead of ``c``. With one stage, at every stage, the guess
+        without a predictor, ``dt·c·f(y)``: the linear extrapolation made 0.6–2% more iterations
+        (Kahan–Li 6 and the triple jump of GL2, rigid body and heavy top)."""
+        if not self.predictor or (self.stages > 1 and ratio == 1.0):
+            return state
+        c = self.tableau[2]
+        if self.stages == 1:
+            Z = dt * jnp.asarray(c, state.y.dtype)[:, None] * system.vector_field(state.y)[None, :]
+        else:
+            Z = _combine(_collocation_weights(c, ratio * c), state.Z)
+        return eqx.tree_at(lambda st: st.Z, state, Z)
+
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> GaussLegendreState:
         c = jnp.asarray(self.tableau[2], y0.dtype)
         Z = dt * c[:, None] * system.vector_field(y0)[None, :]
