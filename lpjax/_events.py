@@ -39,7 +39,7 @@ from jaxtyping import Array, Float, Int
 
 from ._integrator import RESULTS
 from ._adaptive import AdaptiveMember
-from ._member import AbstractMember, AbstractWrappedMember, innermost
+from ._member import AbstractMember, AbstractWrappedMember, innermost, steps
 
 __all__ = ["AbstractEventMember", "AdaptiveEventMember", "Event", "EventMember", "EventRecord", "as_events",
            "describe_event", "event_record", "event_stat_names", "with_events", "EVENT_ITERATIONS", "EVENT_STATS"]
@@ -298,8 +298,7 @@ class EventMember(AbstractEventMember):
         return innermost(carry).result == RESULTS.event_occurred if any(e.terminal for e in self.events) else None
 
     def advance(self, dyn_m, carry, step=None):
-        step = step or self.step
-        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+        return steps(step or self.step, dyn_m, carry, self.save_every)
 
     def summary(self, dyn_m, carry):
         y, result, stats = self.inner.summary(dyn_m, carry.inner)

@@ -37,7 +37,7 @@ from ._integrator import RESULTS, AbstractIntegrator, StepInfo
 from ._integrator._base import deferred_finiteness
 from ._integrator._implicit import collecting_statistics
 
-__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "carry_summary", "in_cost_order", "innermost",
+__all__ = ["AbstractMember", "AbstractWrappedMember", "Carry", "FixedMember", "count_dtype", "carry_summary", "in_cost_order", "steps", "innermost",
            "the_state"]
 
 
@@ -127,6 +127,11 @@ class AbstractMember(eqx.Module):
         carry)``: :meth:`step` for a member known not finished, which a kernel that stops
         stepping finished members runs instead (the same carry, without what keeps a finished
         one's)."""
+
+
+def steps(step, dyn_m, carry, n: int):
+    """``n`` applications of ``step(dyn_m, ·)`` to ``carry`` (a ``lax.scan``): one save interval."""
+    return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=n)[0]
 
 
 def carry_summary(method, system, carry: Carry, n_steps: int, stats: bool) -> tuple:
@@ -239,7 +244,7 @@ class FixedMember(AbstractMember):
         step = step or self.step
 
         def run(c):
-            return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), c, None, length=self.save_every)[0]
+            return steps(step, dyn_m, c, self.save_every)
 
         if not self.method.nonfinite_lasts or self.replay == "written":
             return run(carry)

@@ -21,7 +21,7 @@ from jaxtyping import Array, Int, UInt32
 
 from ._integrator import RESULTS, AbstractStochasticIntegrator
 from ._integrator._implicit import collecting_statistics
-from ._member import AbstractMember, Carry, carry_summary
+from ._member import AbstractMember, Carry, carry_summary, steps
 from ._noise import increments, member_key
 from ._system import StochasticLiePoissonSystem
 
@@ -127,8 +127,7 @@ class StochasticMember(AbstractMember):
         return _NoiseCarry(carry.inner.update(state, result, info), carry.words, carry.n + 1)
 
     def advance(self, dyn_m, carry, step=None):
-        step = step or self.step
-        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+        return steps(step or self.step, dyn_m, carry, self.save_every)
 
     def observe(self, dyn_m, carry):
         system = self.system(dyn_m)

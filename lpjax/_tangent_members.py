@@ -27,7 +27,7 @@ from ._adaptive import AdaptiveMember
 from ._integrator import RESULTS
 from ._integrator._error_estimates import step_and_error
 from ._integrator._implicit import collecting_statistics
-from ._member import AbstractWrappedMember, FixedMember
+from ._member import AbstractWrappedMember, FixedMember, steps
 from ._small import solve_small
 from ._tangents import AbstractIndicator
 
@@ -211,8 +211,7 @@ class TangentMember(AbstractTangentMember):
         return _TangentCarry(inner, tangents, n, acc)
 
     def advance(self, dyn_m, carry, step=None):
-        step = step or self.step
-        return jax.lax.scan(lambda c, _: (step(dyn_m, c), None), carry, None, length=self.save_every)[0]
+        return steps(step or self.step, dyn_m, carry, self.save_every)
 
 
 @final
