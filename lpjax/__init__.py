@@ -25,6 +25,8 @@ from ._integrate import Solution as Solution, integrate as integrate
 from ._tangents import FLI as FLI, Lyapunov as Lyapunov, MEGNO as MEGNO
 from ._version import __version__ as __version__
 from ._integrator import (
+    AbstractAdjointPair as AbstractAdjointPair,
+    Adjoint as Adjoint,
     AbstractGroupMap as AbstractGroupMap,
     AbstractImplicitMethod as AbstractImplicitMethod,
     AbstractSteppedAdjoint as AbstractSteppedAdjoint,

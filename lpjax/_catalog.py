@@ -216,17 +216,16 @@ def find_method(name: str) -> MethodEntry:
     inner, sep, scheme = key.partition(":")
     if sep:  # INNER:SCHEME, a composition of the inner method's steps
         from ._integrator import COMPOSITION_SCHEMES, Composition
+        from ._integrator.composition import ORDER_RAISING, SPLITTING_SCHEMES
 
-        if scheme not in COMPOSITION_SCHEMES:
-            raise ValueError(f"unknown composition scheme {scheme!r} in {name!r}; choose one of "
-                             f"{', '.join(COMPOSITION_SCHEMES)}")
+        schemes = {**COMPOSITION_SCHEMES, **SPLITTING_SCHEMES}
+        if scheme not in schemes:
+            raise ValueError(f"unknown composition scheme {scheme!r} in {name!r}; choose one of {', '.join(schemes)}")
         base = find_method(inner)
-        from ._integrator.composition import ORDER_RAISING
-
-        order = "p + 2 from" if scheme in ORDER_RAISING else f"{COMPOSITION_SCHEMES[scheme].order} from"
+        order = "p + 2 from" if scheme in ORDER_RAISING else f"{schemes[scheme].order} from"
         return MethodEntry(key, f"{base.name} composed by {scheme} (order {order} a symmetric method of order p)"
-                           if scheme in ORDER_RAISING else f"{base.name} composed by {scheme} (order {order} a symmetric "
-                           "method)", lambda s: Composition(base.build(s), scheme))
+                           if scheme in ORDER_RAISING else f"{base.name} composed by {scheme} (order {order} a method "
+                           "of order 1 or 2)", lambda s: Composition(base.build(s), scheme))
     if key.startswith("gl") and key[2:].isdigit():
         order = int(key[2:])
         if order < 2 or order % 2:

@@ -274,8 +274,9 @@ def test_the_splitting_and_compositions_run_from_the_command_line(tmp_path, caps
     assert errs["splitting:kahan-li6"] < 1e-2 * errs["splitting"], errs
     with pytest.raises(SystemExit, match="unknown composition scheme 'nope' in 'gl4:nope'; choose one of triple-jump"):
         main(["run", "heavy_top", "-m", "gl4:nope"])
-    with pytest.raises(SystemExit, match=r"rk4:suzuki does not run heavy_top \(Composition: RK4 is not symmetric"):
-        main(["run", "heavy_top", "-m", "rk4:suzuki"])
+    with pytest.raises(SystemExit, match=r"rk4:blanes-moan-srkn11 does not run heavy_top \(Composition: "
+                                         r"'blanes-moan-srkn11' is a Runge–Kutta–Nyström scheme"):
+        main(["run", "heavy_top", "-m", "rk4:blanes-moan-srkn11"])
 
 
 def test_adaptive_steps_from_the_command_line_reach_t1_at_the_tolerance(tmp_path, capsys):

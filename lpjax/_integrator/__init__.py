@@ -1,4 +1,5 @@
 from ._base import (
+    AbstractAdjointPair as AbstractAdjointPair,
     AbstractGroupMap as AbstractGroupMap,
     AbstractSteppedAdjoint as AbstractSteppedAdjoint,
     AbstractIntegrator as AbstractIntegrator,
@@ -13,6 +14,7 @@ from .gauss_legendre import (
     gauss_legendre_tableau as gauss_legendre_tableau,
 )
 from .rk4 import RK4 as RK4
+from .adjoint import Adjoint as Adjoint
 from .collective import Collective as Collective, DualPairFamily as DualPairFamily
 from .moser_veselov import MoserVeselov as MoserVeselov
 from .suris import SurisClebsch as SurisClebsch, SurisLagrangeTop as SurisLagrangeTop

@@ -18,7 +18,7 @@ from .._group import SE3, SO3, AbstractMatrixLieGroup, SOn
 from .._system import AbstractFamily, AbstractSystem
 
 __all__ = ["RESULTS", "StepInfo", "AbstractIntegrator", "AbstractSteppedAdjoint", "AbstractComposable", "AbstractStateIsY",
-           "AbstractGroupMap",
+           "AbstractGroupMap", "AbstractAdjointPair",
            "finite_result", "first_failure", "stepped_inner", "deferred_finiteness", "finiteness_deferred"]
 
 
@@ -173,9 +173,23 @@ class AbstractComposable(AbstractIntegrator):
     sequence of pieces."""
 
     @abc.abstractmethod
-    def composed(self, fractions: tuple) -> AbstractIntegrator:
-        """A method whose step from ``y`` with ``dt`` equals ``Φ_{f_s dt} ∘ … ∘ Φ_{f_1 dt}(y)``
-        (``f`` = ``fractions``, palindromic; ``Φ`` this method's step) to roundoff."""
+    def composed(self, halves: tuple, rkn: bool = False) -> AbstractIntegrator:
+        """A method whose step from ``y`` with ``dt`` equals ``… ∘ χ*_{h_2 dt} ∘ χ_{h_1 dt}(y)``
+        (``h`` = ``halves``, palindromic, of even length; ``χ`` a first-order method whose Strang
+        step ``χ*_{dt/2} ∘ χ_{dt/2}`` is this method's step) to roundoff; ``rkn``: with ``χ`` the
+        kick then the drift, for a Runge–Kutta–Nyström scheme."""
+
+
+class AbstractAdjointPair(AbstractIntegrator):
+    """A method that is not symmetric and declares its adjoint ``Φ*_dt = Φ_{−dt}⁻¹`` (HLW II.3.1),
+    a method that steps the same state: :class:`lpjax.Composition` composes the two, and
+    ``Φ_{dt/2} ∘ Φ*_{dt/2}`` is symmetric (HLW V.3.2). ``tests/test_composition.py`` checks
+    ``Φ_{−dt} ∘ Φ*_dt = id`` for every method that declares one."""
+
+    @property
+    @abc.abstractmethod
+    def adjoint(self) -> AbstractIntegrator:
+        """The adjoint method, whose own :attr:`adjoint` is this one."""
 
 
 class AbstractStateIsY(AbstractIntegrator):

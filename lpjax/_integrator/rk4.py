@@ -7,18 +7,25 @@ from typing import ClassVar, final
 from jaxtyping import Array, Float, Scalar
 
 from .._system import AbstractSystem, AnySystem
-from ._base import AbstractStateIsY, StepInfo, finite_result
+from .adjoint import Adjoint
+from ._base import AbstractAdjointPair, AbstractStateIsY, StepInfo, finite_result
 
 __all__ = ["RK4"]
 
 
 @final
-class RK4(AbstractStateIsY):
-    """Classical RK4. Order 4; preserves linear invariants only (Casimirs and energy drift)."""
+class RK4(AbstractStateIsY, AbstractAdjointPair):
+    """Classical RK4. Order 4; preserves linear invariants only (Casimirs and energy drift).
+    Not symmetric; its :attr:`adjoint` is the implicit :class:`lpjax.Adjoint` of it, and
+    :class:`lpjax.Composition` composes the two."""
 
     order: ClassVar[int] = 4
     nonfinite_lasts: ClassVar[bool] = True
     family: ClassVar[AnySystem] = AnySystem()
+
+    @property
+    def adjoint(self) -> Adjoint:
+        return Adjoint(self)
 
     def step(self, system: AbstractSystem, y: Float[Array, " n"], dt: Scalar):
         f = system.vector_field

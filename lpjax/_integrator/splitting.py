@@ -40,6 +40,7 @@ from ._base import AbstractComposable, AbstractStateIsY, AbstractSteppedAdjoint,
 from ._coadjoint_flows import apply, piece_flow
 from ._coadjoint_flows import speed as flow_speed
 from ._coadjoint_flows import coefficients as flow_coefficients
+from ._splitting_groups import rkn_mismatch
 
 __all__ = ["LiePoissonSplitting", "SplittableFamily"]
 
@@ -68,6 +69,7 @@ class SplittableFamily(AbstractFamily):
 
     pieces: Optional[tuple] = eqx.field(static=True, default=None)
     flow: str = eqx.field(static=True, default="auto")
+    rkn: bool = eqx.field(static=True, default=False)  # the pieces must form a kick and a drift group (_splitting_groups)
     description: ClassVar[str] = ("Lie–Poisson systems with a Hamiltonian ½ Σ A_kk μ_k² + Σ b_k μ_k (+ const) in the "
                                   "algebra's basis")
 
@@ -100,7 +102,7 @@ class SplittableFamily(AbstractFamily):
             return ValueError(f"pieces={tuple(names)} leaves out {', '.join(missing)}: {why}; a split without them "
                               "drops their terms. Include them (pieces=None has every piece; "
                               "LiePoissonSplitting.for_system(system) has those present)")
-        return None
+        return rkn_mismatch(system.algebra, present.names) if self.rkn else None
 
 
 class _Present(NamedTuple):
@@ -197,9 +199,7 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
     splitting's error is 27× the exact flow's (dt = 0.1 and 0.02), so equal errors take a step
     √27 = 5.2 times smaller, 8 ns against 36; Kahan–Li 6's is 2.1–2.3× (dt = 0.1, 0.05); with
     Kahan–Li 8 the exact flows are at roundoff (1e-13 at dt = 0.2) where the Cayley ones are
-    9e-13. On one trajectory under XLA on CPU the two cost about the same (the splitting: 0.16 µs
-    a step against 0.18 µs exact; Kahan–Li 6: 1.0 µs against 0.81 µs): XLA fuses the
-    trigonometric functions into one loop but splits the fusion at every division
+    9e-13. On one trajectory under XLA on CPU the two cost about the same
     (``benchmarks/splitting_flows.py``).
 
     A Hamiltonian that is not of this form is refused before any work (:class:`SplittableFamily`),
@@ -211,8 +211,11 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
 
     pieces: Optional[tuple] = eqx.field(static=True, default=None)
     flow: str = eqx.field(static=True, default="auto")
-    # (internal) the step as Strang steps of these fractions of dt in turn: Composition's stages
-    _fractions: tuple = eqx.field(static=True, default=(1.0,))
+    # (internal) the step as Lie–Trotter steps χ (the pieces in order) and χ* (in the other) of
+    # these fractions of dt in turn, χ first: (½, ½) is Strang's step; Composition's stages
+    _halves: tuple = eqx.field(static=True, default=(0.5, 0.5))
+    # (internal) a Runge–Kutta–Nyström scheme's: the linear pieces (the kick) first, exact flows
+    _rkn: bool = eqx.field(static=True, default=False)
     order: ClassVar[int] = 2
     symmetric: ClassVar[bool] = True
     linear_seed: ClassVar[bool] = True
@@ -220,7 +223,7 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
 
     @property
     def family(self) -> "SplittableFamily":
-        return SplittableFamily(self.pieces, self.flow)
+        return SplittableFamily(self.pieces, self.flow, self._rkn)
 
     def __check_init__(self):
         if self.flow not in _FLOWS:
@@ -229,17 +232,29 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
             if not self.pieces or not all(isinstance(p, str) and p[:1] in ("q", "l") and p[1:].isdigit()
                                           for p in self.pieces):
                 raise ValueError(f'LiePoissonSplitting: pieces must be names "q<k>" or "l<k>", got {self.pieces!r}')
-        f = self._fractions
-        if not f or f != f[::-1] or abs(sum(f) - 1.0) > 1e-12:
-            raise ValueError(f"LiePoissonSplitting: the step's fractions must be a palindrome summing to 1, got {f!r}")
+        f = self._halves
+        if not f or len(f) % 2 or f != f[::-1] or abs(sum(f) - 1.0) > 1e-12:
+            raise ValueError(f"LiePoissonSplitting: the step's fractions must be a palindrome of even length summing to "
+                             f"1, got {f!r}")
 
-    def composed(self, fractions: tuple) -> "LiePoissonSplitting":
-        """The composition of this splitting's steps of ``fractions`` of ``dt`` as one sequence
-        of pieces: where one stage ends with the piece the next begins with, the two join (the
-        exact flow of a piece is a one-parameter group, ``φ_a ∘ φ_b = φ_{a+b}``; a Cayley piece
-        is not, and does not join), so Kahan–Li 8 of a rigid body's three pieces runs 69 flows,
-        not 85. One step, compiled and adjoint as one (:class:`lpjax.Composition` runs it)."""
-        return LiePoissonSplitting(self.pieces, self.flow, tuple(float(g) * f for g in fractions for f in self._fractions))
+    def composed(self, halves: tuple, rkn: bool = False) -> "LiePoissonSplitting":
+        """The composition ``… ∘ χ*_{h_2 dt} ∘ χ_{h_1 dt}`` of this splitting's Lie–Trotter step
+        ``χ`` (its pieces in order, each for the whole step) and its adjoint ``χ*`` (in the
+        other order) as one sequence of pieces (a Strang step of ``γ dt`` is ``h = (γ/2, γ/2)``):
+        where one stage ends with the piece the next begins with, the two join (the exact flow of
+        a piece is a one-parameter group, ``φ_a ∘ φ_b = φ_{a+b}``; a Cayley piece is not, and joins
+        only in the middle of a Strang step), so Kahan–Li 8 of a rigid body's three pieces runs 69
+        flows, not 85. One step, compiled and adjoint as one (:class:`lpjax.Composition` runs it).
+
+        ``rkn``: the linear pieces (the kick group ``B``) first, then the quadratic ones (the
+        drift group ``A``), every flow exact, for a Runge–Kutta–Nyström scheme; a system whose
+        pieces do not form such groups is refused (``lpjax._integrator._splitting_groups``)."""
+        if self._halves != (0.5, 0.5):
+            raise ValueError("LiePoissonSplitting.composed: this splitting is already a composition")
+        if rkn and self.flow == "cayley":
+            raise ValueError('LiePoissonSplitting: a Runge–Kutta–Nyström scheme needs the exact flows of its groups; '
+                             'flow="cayley" is not one (use flow="auto" or "exact")')
+        return LiePoissonSplitting(self.pieces, self.flow, tuple(float(h) for h in halves), rkn)
 
     @classmethod
     def for_system(cls, system: AbstractLiePoissonSystem, flow: str = "auto") -> "LiePoissonSplitting":
@@ -254,21 +269,29 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
         return cls(present.names or ("q0",), flow)
 
     def _sequence(self, d: int) -> list:
-        """The Strang sequence of each fraction of the step, as ``(k, quadratic, share of dt)``."""
+        """The pieces of each pair ``χ*_b ∘ χ_a`` of the step in turn, as ``(k, quadratic, share
+        of dt, cut)`` (``cut``: the pair ends with it); a Strang pair (``a = b``) has one middle
+        piece, of the two halves joined."""
         names = self.pieces if self.pieces is not None else _all_pieces(d)
-        order = [(n, 0.5) for n in names[:-1]] + [(names[-1], 1.0)] + [(n, 0.5) for n in reversed(names[:-1])]
-        return [(int(n[1:]), n[0] == "q", f * share) for f in self._fractions for n, share in order]
+        if self._rkn:
+            names = [n for n in names if n[0] == "l"] + [n for n in names if n[0] == "q"]
+        names = [(int(n[1:]), n[0] == "q") for n in names]
+        out = []
+        for a, b in zip(self._halves[::2], self._halves[1::2]):
+            turn = [(*names[-1], a + b)] if a == b else [(*names[-1], a), (*names[-1], b)]
+            pair = [(*n, a) for n in names[:-1]] + turn + [(*n, b) for n in reversed(names[:-1])]
+            out += [(*piece, i == len(pair) - 1) for i, piece in enumerate(pair)]
+        return out
 
     def _flows(self, system) -> list:
         """Each piece of the sequence: ``(k, quadratic, share, closed form, Cayley?, cut)``, with
         neighbours that are the same piece's exact flow joined; ``cut``: a fraction of the step
         ends with it."""
-        out, per_fraction = [], len(self._sequence(system.algebra.dim)) // len(self._fractions)
-        for i, (k, quadratic, share) in enumerate(self._sequence(system.algebra.dim)):
+        out = []
+        for k, quadratic, share, cut in self._sequence(system.algebra.dim):
             flow = piece_flow(system.algebra, int(system.sign), k)
-            cayley = self.flow == "cayley" or (self.flow == "auto" and flow.cayley is not None)
+            cayley = not self._rkn and (self.flow == "cayley" or (self.flow == "auto" and flow.cayley is not None))
             exact = not cayley or flow.kind == "taylor"  # (the Cayley map of a square-zero E is exp)
-            cut = (i + 1) % per_fraction == 0
             if out and exact and out[-1][:2] == (k, quadratic) and out[-1][6]:
                 _, _, joined, _, _, joined_cut, _ = out.pop()
                 share, cut = share + joined, cut or joined_cut
