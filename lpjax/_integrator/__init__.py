@@ -22,6 +22,8 @@ from .discrete_euler_poincare import DiscreteEulerPoincare as DiscreteEulerPoinc
 from .projected import Projected as Projected, ProjectableFamily as ProjectableFamily
 from .composition import COMPOSITION_SCHEMES as COMPOSITION_SCHEMES, Composition as Composition
 from .splitting import LiePoissonSplitting as LiePoissonSplitting
+from .processed import Processed as Processed
+from ._schemes import PROCESSED_SCHEMES as PROCESSED_SCHEMES, SPLITTING_SCHEMES as SPLITTING_SCHEMES
 from ._stochastic import AbstractStochasticIntegrator as AbstractStochasticIntegrator
 from .stochastic_midpoint import StochasticMidpoint as StochasticMidpoint
 from .noise_splitting import NoiseSplitting as NoiseSplitting
