@@ -9,10 +9,11 @@ Problems (float64, CPU, one run; every method at its defaults):
 * the heavy (Lagrange) top, I = (1, 1, 0.5), χ = e3, mgl = 1, to t = 100, against scipy
   ``solve_ivp(DOP853, rtol = atol = 1e-13)``.
 
-Runs: lpjax ``GaussLegendre(s)`` for s = 1…4 (GL2…GL8), ``Composition`` of implicit midpoint
+Runs: lpjax ``GaussLegendre(s)`` for s = 1…6 (GL2…GL12), ``Composition`` of implicit midpoint
 (GL2) by Kahan & Li's schemes of orders 6 and 8, and ``MoserVeselov`` with its Kahan–Li order-8
 composition (rigid body), and ``LiePoissonSplitting`` (its default Cayley flow and its exact
-flow) with their Kahan–Li compositions, over a range of fixed steps; diffrax ``Tsit5``, ``Dopri5``, ``Dopri8`` with ``PIDController(rtol = atol
+flow) with its Kahan–Li, Sofroniou–Spaletta 10 and Blanes–Moan S10 compositions and its
+processed forms (Blanes 6, Blanes–Casas–Murua 8), over a range of fixed steps; diffrax ``Tsit5``, ``Dopri5``, ``Dopri8`` with ``PIDController(rtol = atol
 = tol)`` over a range of tolerances. For each: the error of the state at the end time, the
 relative drift of the Casimir (|M|², or |Γ|² and M·Γ) and of the energy at the end time, and the
 wall time of the second call after ``block_until_ready`` (median of several; compile apart).
@@ -215,13 +216,16 @@ def main() -> None:
     problems, dts, tols = _problems(args.quick)
     rows = []
     for P in problems:
-        methods = [(f"lpjax GL{2 * s}", lpjax.GaussLegendre(s)) for s in (1, 2, 3, 4)]
+        methods = [(f"lpjax GL{2 * s}", lpjax.GaussLegendre(s)) for s in (1, 2, 3, 4, 5, 6)]
         methods += [(f"lpjax Composition(GL2, {k})", lpjax.Composition(lpjax.GaussLegendre(1), k))
                     for k in ("kahan-li6", "kahan-li8")]
         for flow, tag in (("auto", ""), ("exact", " exact")):
             split = lpjax.LiePoissonSplitting.for_system(P["system"], flow)
             methods += [(f"lpjax LiePoissonSplitting{tag}", split)] + [
-                (f"lpjax Composition(splitting{tag}, {k})", lpjax.Composition(split, k)) for k in ("kahan-li6", "kahan-li8")]
+                (f"lpjax Composition(splitting{tag}, {k})", lpjax.Composition(split, k))
+                for k in ("kahan-li6", "kahan-li8", "sofroniou-spaletta10", "blanes-moan-s10")] + [
+                (f"lpjax Processed(splitting{tag}, {k})", lpjax.Processed(split, k))
+                for k in ("blanes6", "blanes-casas-murua8")]
         if P["mv"]:
             methods.append(("lpjax MoserVeselov", lpjax.MoserVeselov()))
             methods.append(("lpjax Composition(MV, kahan-li8)",

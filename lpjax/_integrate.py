@@ -54,9 +54,11 @@ def _check_inputs(system, method, y0, dt, n_steps, save_every, t0):
 
 
 def _solves_implicitly(method: AbstractIntegrator) -> bool:
-    """Whether ``method`` (or a method it wraps) solves implicit equations in its step."""
+    """Whether ``method`` (or a method it wraps, or a composition's stage: an implicit adjoint)
+    solves implicit equations in its step."""
     is_implicit = lambda x: isinstance(x, AbstractImplicitMethod)  # noqa: E731
-    return any(is_implicit(x) for x in jax.tree.leaves(method, is_leaf=is_implicit))
+    methods = [method] + [m for m, _ in getattr(method, "stages", ())]
+    return any(is_implicit(x) for m in methods for x in jax.tree.leaves(m, is_leaf=is_implicit))
 
 
 def _has_stepped_adjoint(method: AbstractIntegrator) -> bool:

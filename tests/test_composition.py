@@ -237,3 +237,18 @@ def test_a_method_composed_with_its_adjoint_has_the_schemes_order(name, system, 
     errs = [float(np.max(np.abs(y - ref))) for y in states_at(system, method, jnp.asarray(y0), dts, 4.0)]
     p = empirical_order(dts, errs)
     assert abs(p - order) <= 0.2, (p, errs)
+
+
+def test_gradients_through_a_method_composed_with_its_implicit_adjoint():
+    """Reverse mode through the triple jump of RK4 (its adjoint's solve differentiated by the
+    implicit function theorem) against central differences in the inertia: measured 3e-10."""
+    method = lpjax.Composition(lpjax.RK4(), "triple-jump")
+
+    def loss(inertia):
+        ys = lpjax.integrate(rigid_body(inertia), method, jnp.asarray(M0), 0.1, 40, save_every=20).ys
+        return jnp.sum(ys ** 2 * jnp.arange(1.0, 4.0)[None, :])
+
+    g = jax.grad(loss)(jnp.asarray(I))
+    h, e = 1e-5, np.eye(3)
+    fd = [(loss(jnp.asarray(I + h * e[i])) - loss(jnp.asarray(I - h * e[i]))) / (2 * h) for i in range(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-7, atol=0)

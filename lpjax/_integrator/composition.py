@@ -63,7 +63,17 @@ class Composition(AbstractSteppedAdjoint):
     ``"mclachlan8"``          8      15      McLachlan (1995)
     ``"kahan-li8"``           8      17      Kahan & Li (1997)
     ``"sofroniou-spaletta10"``10     35      Sofroniou & Spaletta (2005)
+    ``"blanes-moan-s6"``      4      6       Blanes & Moan (2002), S6
+    ``"blanes-moan-s10"``     6      10      Blanes & Moan (2002), S10
+    ``"blanes-moan-srkn6"``   4      6       Blanes & Moan (2002), SRKN6, RKN
+    ``"blanes-moan-srkn11"``  6      11      Blanes & Moan (2002), SRKN11, RKN
     ========================  =====  ======  ==================================
+
+    The Blanes–Moan schemes (:data:`lpjax.SPLITTING_SCHEMES`) are splittings of two operators,
+    run as compositions of ``inner`` (``χ``) and its adjoint in turn, of a splitting its
+    Lie–Trotter step (stages: evaluations of the second operator); the Runge–Kutta–Nyström ones
+    only of a :class:`lpjax.LiePoissonSplitting` whose linear pieces (the kick) lie in an abelian
+    ideal and whose quadratic ones (the drift) commute, checked with the system.
 
     ``p`` is the order of ``inner``: the triple jump and Suzuki's five take the coefficients that
     raise it to ``p + 2`` (:data:`ORDER_RAISING`; for GL4, order 6). ``"triple-jump-2"`` and

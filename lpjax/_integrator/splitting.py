@@ -245,10 +245,8 @@ class LiePoissonSplitting(AbstractStateIsY, AbstractSteppedAdjoint, AbstractComp
         a piece is a one-parameter group, ``φ_a ∘ φ_b = φ_{a+b}``; a Cayley piece is not, and joins
         only in the middle of a Strang step), so Kahan–Li 8 of a rigid body's three pieces runs 69
         flows, not 85. One step, compiled and adjoint as one (:class:`lpjax.Composition` runs it).
-
-        ``rkn``: the linear pieces (the kick group ``B``) first, then the quadratic ones (the
-        drift group ``A``), every flow exact, for a Runge–Kutta–Nyström scheme; a system whose
-        pieces do not form such groups is refused (``lpjax._integrator._splitting_groups``)."""
+        ``rkn``: the linear pieces (the kick) first, then the quadratic ones (the drift), exact
+        flows, for a Runge–Kutta–Nyström scheme (the groups are checked with the system)."""
         if self._halves != (0.5, 0.5):
             raise ValueError("LiePoissonSplitting.composed: this splitting is already a composition")
         if rkn and self.flow == "cayley":
