@@ -68,6 +68,9 @@ _CLAIMS = [
     ("SurisClebsch", _CL, lpjax.SurisClebsch(), _CL0),
     ("DEP suris_clebsch", _CL, lpjax.DiscreteEulerPoincare(lagrangians.suris_clebsch(_CL)), _CL0),
     ("DEP suris_lagrange_top", _TOP, lpjax.DiscreteEulerPoincare(lagrangians.suris_lagrange_top(_TOP)), _TOP0),
+    ("Composition(SurisLagrangeTop)", _TOP, lpjax.Composition(lpjax.SurisLagrangeTop(), "kahan-li6"), _TOP0),
+    ("Composition(RK4)", RB, lpjax.Composition(lpjax.RK4(), "triple-jump"), M0),
+    ("S10(SurisClebsch)", _CL, lpjax.Composition(lpjax.SurisClebsch(), "blanes-moan-s10"), _CL0),
 ]
 
 

@@ -57,6 +57,12 @@ def _cases():
         ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "kahan-li6"),
          [1.0, 0.5, 0.8]),
         ("splitting, exact flow", RB, lpjax.LiePoissonSplitting(("q0", "q1", "q2"), "exact"), [1.0, 0.5, 0.8]),
+        ("S10(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "blanes-moan-s10"),
+         [1.0, 0.5, 0.8]),
+        ("Processed(splitting)", RB, lpjax.Processed(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "blanes6"),
+         [1.0, 0.5, 0.8]),
+        ("Composition(Suris)", lagrange_top(3, frame="rest"), lpjax.Composition(lpjax.SurisLagrangeTop(), "kahan-li6"),
+         [0.3, -0.2, 0.5, 0.0, 0.6, 0.8]),
         ("Veselova GL4", ves, lpjax.GaussLegendre(2), np.asarray(ves.default_state())),
         ("Projected(GL4)", rubber, lpjax.Projected(lpjax.GaussLegendre(2)), np.asarray(rubber.default_state())),
     ]
