@@ -23,6 +23,9 @@ Times: the median of the second and later calls of ``lpjax.ensemble`` (compile a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import _harness as H
 import jax
 import jax.numpy as jnp
@@ -99,12 +102,52 @@ def _best(rows, problem, goal, kernel="native"):
     return sorted(best.values(), key=lambda r: r["time_s"])
 
 
+def _at_goal(rows, problem, goal):
+    """Per method, the time at exactly ``goal``: log-log interpolation between the two steps of
+    its ladder whose errors bracket it (the ladder's own steps are a factor √2 apart), cheapest
+    first."""
+    out = []
+    for m in dict.fromkeys(r["method"] for r in rows if r["problem"] == problem):
+        pts = sorted(((r["dt"], r["error"], r["time_s"]) for r in rows if r["problem"] == problem and r["method"] == m
+                      and r["kernel"] == "native" and r["error"] is not None), reverse=True)
+        for (_, ea, ta), (_, eb, tb) in zip(pts, pts[1:]):
+            if ea > goal >= eb:
+                f = np.log(goal / ea) / np.log(eb / ea)
+                out.append(dict(method=m, time_s=float(ta * (tb / ta) ** f)))
+                break
+    return sorted(out, key=lambda r: r["time_s"])
+
+
+def _summaries(rows, problems) -> list:
+    out = []
+    for problem in problems:
+        for goal in GOALS:
+            best, at_goal = _best(rows, problem, goal), _at_goal(rows, problem, goal)
+            ref = next((r for r in best if r["method"] == REFERENCE), None)
+            ref_at = next((r for r in at_goal if r["method"] == REFERENCE), None)
+            out.append(dict(problem=problem, goal=goal, best=best[0] if best else None, reference=ref,
+                            ratio=best[0]["time_s"] / ref["time_s"] if best and ref else None,
+                            cheapest=[dict(method=r["method"], dt=r["dt"], error=r["error"], time_s=r["time_s"])
+                                      for r in best],
+                            at_goal=at_goal,
+                            ratio_at_goal=at_goal[0]["time_s"] / ref_at["time_s"] if at_goal and ref_at else None,
+                            scan=_best(rows, problem, goal, "scan")[:3]))
+    return out
+
+
 def main() -> None:
-    args = H.arg_parser(__doc__, "10³ members").parse_args()
+    ap = H.arg_parser(__doc__, "10³ members")
+    ap.add_argument("--summarize", type=Path, help="only summarize the rows of this JSON again (no runs)")
+    args = ap.parse_args()
+    if args.summarize:
+        doc = json.loads(args.summarize.read_text())
+        doc["summary"] = _summaries(doc["rows"], ("rigid body", "heavy top"))
+        H.write_json(args.summarize, doc)
+        return
     H.start()
     N = 1000 if args.quick else 10_000
     problems = _problems(N)
-    rows, summary = [], []
+    rows = []
     for P in problems:
         for label, method, ladder in _methods(P["system"]):
             last = None
@@ -116,16 +159,10 @@ def main() -> None:
                     break  # finer steps only cost more (below the goals, or at the floor of roundoff)
                 last = err
         for goal in GOALS:
-            best = _best(rows, P["name"], goal)
-            for r in best[:3]:  # the three cheapest again in the scan kernel
+            for r in _best(rows, P["name"], goal)[:3]:  # the three cheapest again in the scan kernel
                 method = dict((m[0], m[1]) for m in _methods(P["system"]))[r["method"]]
                 rows.append(_run(P, r["method"], method, r["dt"], "scan"))
-            ref = next((r for r in best if r["method"] == REFERENCE), None)
-            summary.append(dict(problem=P["name"], goal=goal, best=best[0] if best else None, reference=ref,
-                                ratio=best[0]["time_s"] / ref["time_s"] if best and ref else None,
-                                cheapest=[dict(method=r["method"], dt=r["dt"], error=r["error"], time_s=r["time_s"])
-                                          for r in best],
-                                scan=_best(rows, P["name"], goal, "scan")[:3]))
+    summary = _summaries(rows, [P["name"] for P in problems])
 
     print(f"\nEnsemble work against precision, {N} members to t = {T1:g}, {H.machine_line()}")
     for s in summary:
@@ -133,7 +170,8 @@ def main() -> None:
         H.print_table([("method", -50, "method"), ("dt", 8, "dt:g"), ("error", 10, "error:.1e"),
                        ("time[ms]", 10, lambda r: f"{r['time_s'] * 1e3:.1f}")], s["cheapest"])
         ratio = "-" if s["ratio"] is None else f"{s['ratio']:.3f}"
-        print(f"best / {REFERENCE}: {ratio}")
+        at = "-" if s["ratio_at_goal"] is None else f"{s['ratio_at_goal']:.3f} ({s['at_goal'][0]['method']})"
+        print(f"best / {REFERENCE}: {ratio}; interpolated to the goal: {at}")
         for r in s["scan"]:
             print(f"  scan kernel: {r['method']} dt={r['dt']:g}: {r['time_s'] * 1e3:.1f} ms")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -67,3 +67,19 @@ def test_bad_input_is_refused():
         lpjax.Processed(lpjax.GaussLegendre(2))
     with pytest.raises(TypeError, match="inner must be an lpjax integrator"):
         lpjax.Processed("splitting")
+
+
+def test_a_processed_suris_map_runs_its_adjoint_in_each_stage():
+    """A first-order inner method with an adjoint: each stage is ``Φ*_{h/2} ∘ Φ_{h/2}``; the
+    Lagrange top to T = 4 against DOP853 at 1e-13, effective order 6 (measured 5.9x below)."""
+    from scipy.integrate import solve_ivp
+
+    from lpjax.systems import lagrange_top
+
+    top, y0, T = lagrange_top(3, frame="rest"), jnp.array([0.3, -0.2, 0.5, 0.0, 0.6, 0.8]), 4.0
+    field = lambda t, y: np.asarray(top.vector_field(jnp.asarray(y)))  # noqa: E731
+    ref = solve_ivp(field, (0, T), np.asarray(y0), method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
+    method = lpjax.Processed(lpjax.SurisLagrangeTop(), "blanes6")
+    dts = [0.2 / k for k in (1, 2, 3, 4)]
+    errs = [float(np.max(np.abs(y - ref))) for y in states_at(top, method, y0, dts, T)]
+    assert abs(empirical_order(dts, errs) - 6) <= 0.2, errs
