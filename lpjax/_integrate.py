@@ -24,7 +24,7 @@ from ._integrate_adaptive import run_member, solve
 from ._tangent_members import with_indicator
 from ._tangents import is_indicator
 from ._checks import as_numbers, cast_floats, error_if, finite_scalar, is_traced, run_dtype, run_inputs
-from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint
+from ._integrator import RESULTS, AbstractImplicitMethod, AbstractIntegrator, AbstractSteppedAdjoint, Composition
 from ._member import Carry, FixedMember, count_dtype, innermost, the_state
 from ._schedule import adaptive_schedule, fixed_schedule
 from ._system import AbstractSystem, guarded
@@ -57,7 +57,7 @@ def _solves_implicitly(method: AbstractIntegrator) -> bool:
     """Whether ``method`` (or a method it wraps, or a composition's stage: an implicit adjoint)
     solves implicit equations in its step."""
     is_implicit = lambda x: isinstance(x, AbstractImplicitMethod)  # noqa: E731
-    methods = [method] + [m for m, _ in getattr(method, "stages", ())]
+    methods = [method] + ([m for m, _ in method.stages] if isinstance(method, Composition) else [])
     return any(is_implicit(x) for m in methods for x in jax.tree.leaves(m, is_leaf=is_implicit))
 
 

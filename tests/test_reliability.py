@@ -147,6 +147,9 @@ _LASTING = [  # every method that says its non-finite entries last, on the syste
     (lpjax.SurisLagrangeTop(), lagrange_top(3, frame="moving"), jnp.array([0.3, -0.2, 0.5, 0.0, 0.6, 0.8])),
     (lpjax.SurisClebsch(), clebsch_case(jnp.array([0.5, 1.2, 2.0])), jnp.array([0.3, -0.2, 0.5, 0.1, 0.6, 0.8])),
     (lpjax.Composition(lpjax.MoserVeselov(), "triple-jump"), RB, M0),  # its inner method's claim
+    (lpjax.Processed(lpjax.MoserVeselov()), RB, M0),  # likewise
+    (lpjax.SurisLagrangeTop(reverse=True), lagrange_top(3, frame="moving"), jnp.array([0.3, -0.2, 0.5, 0.0, 0.6, 0.8])),
+    (lpjax.SurisClebsch(reverse=True), clebsch_case(jnp.array([0.5, 1.2, 2.0])), jnp.array([0.3, -0.2, 0.5, 0.1, 0.6, 0.8])),
 ]
 
 
@@ -158,7 +161,8 @@ def test_the_methods_whose_nonfinite_entries_last_are_all_checked():
 
 @pytest.mark.parametrize("method, system, y", _LASTING,
                          ids=["RK4", "GL4 heavy top", "MoserVeselov", "Suris rest", "Suris moving", "SurisClebsch",
-                              "Composition(MoserVeselov)"])
+                              "Composition(MoserVeselov)", "Processed(MoserVeselov)", "Suris moving adjoint",
+                              "SurisClebsch adjoint"])
 def test_nonfinite_entries_last(method, system, y):
     """``nonfinite_lasts`` (the ensemble's member program tests finiteness once per save on it):
     from a state with one entry inf, −inf or NaN, in every position, each of 8 steps leaves a
