@@ -29,8 +29,6 @@ def _combined(infos: list) -> StepInfo:
     """One step's statistics from its stages': the largest residual, the iterations summed."""
     if all(i.explicit_step for i in infos):
         return infos[0]
-    explicit = StepInfo.explicit(infos[0].residual.dtype)
-    infos = [explicit if i.explicit_step else i for i in infos]
     return StepInfo(jnp.max(jnp.stack([i.residual for i in infos])), sum(i.iterations for i in infos))
 
 
@@ -110,11 +108,10 @@ class Composition(AbstractSteppedAdjoint):
     def __check_init__(self):
         if not isinstance(self.inner, AbstractIntegrator):
             raise TypeError(f"Composition: inner must be an lpjax integrator, got {type(self.inner).__name__}")
-        if self._kernel and self.scheme in PROCESSED_SCHEMES:
-            pass
-        elif self.scheme not in COMPOSITION_SCHEMES and self.scheme not in SPLITTING_SCHEMES:
+        known = PROCESSED_SCHEMES if self._kernel else {**COMPOSITION_SCHEMES, **SPLITTING_SCHEMES}
+        if self.scheme not in known:
             raise ValueError(f"Composition: unknown scheme {self.scheme!r}; the schemes are "
-                             f"{', '.join(map(repr, [*COMPOSITION_SCHEMES, *SPLITTING_SCHEMES]))}")
+                             f"{', '.join(map(repr, known))}")
         if self.scheme in SPLITTING_SCHEMES and SPLITTING_SCHEMES[self.scheme].rkn and not isinstance(
                 self.inner, AbstractComposable):
             raise ValueError(f"Composition: {self.scheme!r} is a Runge–Kutta–Nyström scheme, of its order only for a "
