@@ -83,7 +83,8 @@ class Processed(AbstractIntegrator):
         return y
 
     def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
-        return self.init_or_fail(system, y0, dt)[0]
+        dt = jnp.asarray(dt, y0.dtype)
+        return self.kernel.init(system, self._process(system, y0, dt, processor_fractions(self.scheme)), dt), dt
 
     def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> tuple[PyTree, Any]:
         dt = jnp.asarray(dt, y0.dtype)
