@@ -294,7 +294,6 @@ _CLEBSCH = clebsch_case(jnp.array([0.5, 1.2, 2.0]))
     ("Composition(GL2)", RB, lpjax.Composition(lpjax.GaussLegendre(1), "triple-jump"), M0[:96]),
     ("Composition(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(), "triple-jump"), M0[:96]),
     ("S10(splitting)", RB, lpjax.Composition(lpjax.LiePoissonSplitting(("q0", "q1", "q2")), "blanes-moan-s10"), M0[:96]),
-    ("Processed(splitting)", RB, lpjax.Processed(lpjax.LiePoissonSplitting(("q0", "q1", "q2"))), M0[:96]),
 ])
 def test_entrywise_and_fused_kernels_equal_the_scan(name, system, method, y0s):
     """kernel="entries" (the member program entry by entry) and kernel="fused" (one Pallas

@@ -195,9 +195,10 @@ def test_other_algebras_keep_their_casimirs(system):
     assert np.max(np.abs(c1 - c0) / np.maximum(1.0, np.abs(c0))) <= 1e-12
 
 
-@pytest.mark.parametrize("flow", ["exact", "cayley"])
-@pytest.mark.parametrize("scheme", [None, "triple-jump", "blanes-moan-s10"],
-                         ids=["splitting", "Composition(splitting)", "S10(splitting)"])
+@pytest.mark.parametrize("scheme, flow", [(None, "exact"), (None, "cayley"), ("triple-jump", "exact"),
+                                          ("triple-jump", "cayley"), ("blanes-moan-s10", "cayley")],
+                         ids=["splitting-exact", "splitting-cayley", "Composition(splitting)-exact",
+                              "Composition(splitting)-cayley", "S10(splitting)-cayley"])
 def test_the_gradient_equals_direct_ad(scheme, flow):
     """integrate's default reverse mode (the splitting's own adjoint of a step, chained through
     the composition's stages; for S10 through Lie–Trotter halves of unequal lengths) against
