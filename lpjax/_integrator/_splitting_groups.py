@@ -24,7 +24,7 @@ def _ideal(c: np.ndarray, indices) -> np.ndarray:
     while True:
         brackets = np.einsum("ai,ijk->ajk", span, c).reshape(-1, d)  # [v, e_j] for each v and j
         stacked = np.vstack([span, brackets])
-        u, s, vt = np.linalg.svd(stacked, full_matrices=False)
+        _, s, vt = np.linalg.svd(stacked, full_matrices=False)
         rank = int(np.sum(s > 1e-12 * max(1.0, s[0])))
         if rank == span.shape[0]:
             return vt[:rank]

@@ -82,14 +82,18 @@ class Processed(AbstractIntegrator):
                 y = method.observe(system, method.step(system, state, f * dt)[0])
         return y
 
-    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
+    def _start(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar):
+        """``(P(y0), dt)``: the kernel's first point and the step the processor was run with."""
         dt = jnp.asarray(dt, y0.dtype)
-        return self.kernel.init(system, self._process(system, y0, dt, processor_fractions(self.scheme)), dt), dt
+        return self._process(system, y0, dt, processor_fractions(self.scheme)), dt
+
+    def init(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> PyTree:
+        y, dt = self._start(system, y0, dt)
+        return self.kernel.init(system, y, dt), dt
 
     def init_or_fail(self, system: AbstractSystem, y0: Float[Array, " n"], dt: Scalar) -> tuple[PyTree, Any]:
-        dt = jnp.asarray(dt, y0.dtype)
-        state, result = self.kernel.init_or_fail(system, self._process(system, y0, dt, processor_fractions(self.scheme)),
-                                                 dt)
+        y, dt = self._start(system, y0, dt)
+        state, result = self.kernel.init_or_fail(system, y, dt)
         return (state, dt), result
 
     def step(self, system: AbstractSystem, state: PyTree, dt: Scalar):
